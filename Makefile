@@ -1,0 +1,46 @@
+# `make demo` and `make test` work on a fresh machine: each creates .venv and installs what it needs.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+
+.PHONY: demo test lint typecheck unit install bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test,s3,azure]'
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+install: $(STAMP)
+
+DEMO_REGISTRY := demo-data/registry
+
+demo: install
+	rm -rf demo-data
+	$(BIN)/python -m dsm.demo demo-data/web-sample
+	$(BIN)/dsm register demo-data/web-sample --name web-sample --owner data-platform@example.com \
+		--description "Sample rows: text, numbers, PNG images" --registry $(DEMO_REGISTRY)
+	$(BIN)/dsm alias web-sample prod 1 --registry $(DEMO_REGISTRY)
+	$(BIN)/dsm ls --registry $(DEMO_REGISTRY)
+	$(BIN)/dsm show web-sample@prod --registry $(DEMO_REGISTRY)
+	$(BIN)/dsm verify web-sample@prod --deep --registry $(DEMO_REGISTRY)
+
+lint: install
+	$(BIN)/ruff check dsm tests benchmarks
+	$(BIN)/ruff format --check dsm tests benchmarks
+
+typecheck: install
+	$(BIN)/mypy
+
+unit: install
+	$(BIN)/pytest -q
+
+test: lint typecheck unit
+
+bench: install
+	$(BIN)/python benchmarks/verify.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,3 @@
+from dsm.cli import main
+
+main()

@@ -1,0 +1,76 @@
+"""Registry commands: ``dsm ls``, ``dsm show``, ``dsm alias``, ``dsm schema``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dsm.commands._common import open_registry, resolve
+from dsm.contract import Contract, contract_json_schema
+from dsm.registry import AliasMove, Registry, parse_reference
+
+__all__ = ["DatasetEntry", "alias", "contract_schema", "ls", "show"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class DatasetEntry:
+    """One dataset in the registry: its versions, the latest one's summary, and its aliases."""
+
+    name: str
+    versions: tuple[int, ...]
+    aliases: Mapping[str, int]
+    latest: Contract
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "versions": list(self.versions),
+            "aliases": dict(self.aliases),
+            "latest": self.latest.version,
+            "format": self.latest.format,
+            "status": self.latest.status,
+            "shards": len(self.latest.shards),
+            "rows": self.latest.total_rows,
+            "bytes": self.latest.total_bytes,
+            "location": self.latest.location,
+        }
+
+
+def ls(*, registry: str | Registry | None = None, storage_options: Mapping[str, Any] | None = None) -> list[DatasetEntry]:
+    """Every dataset in the registry, by name."""
+    reg = open_registry(registry, storage_options)
+    entries = []
+    for name in reg.names():
+        versions = reg.versions(name)
+        entries.append(
+            DatasetEntry(
+                name=name, versions=tuple(versions), aliases=reg.aliases(name), latest=reg.get(name, versions[-1])
+            )
+        )
+    return entries
+
+
+def show(
+    ref: str, *, registry: str | Registry | None = None, storage_options: Mapping[str, Any] | None = None
+) -> Contract:
+    """The contract a reference names."""
+    return resolve(ref, registry, storage_options)
+
+
+def alias(
+    name: str,
+    alias: str,
+    version: int,
+    *,
+    registry: str | Registry | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> AliasMove:
+    """Point ``NAME@ALIAS`` at ``version`` atomically; the result says where it pointed before."""
+    parse_reference(name)
+    return open_registry(registry, storage_options).set_alias(name, alias, version)
+
+
+def contract_schema() -> dict[str, Any]:
+    """The JSON Schema of contract files."""
+    return contract_json_schema()

@@ -1,0 +1,221 @@
+"""``dsm register``: scan shards at a URL and write a new contract version into the registry."""
+
+from __future__ import annotations
+
+import fnmatch
+import posixpath
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import yaml
+
+from dsm.checksum import DEFAULT_ALGORITHM, file_checksum
+from dsm.commands._common import now_utc, open_registry, tool_name
+from dsm.contract import Contract, DatasetFingerprint, Lineage, Schema, Shard
+from dsm.engine import NullProgress, Progress, map_units
+from dsm.errors import ContractError, InputError, SchemaError
+from dsm.fingerprint import ALGORITHM, RowDigest
+from dsm.formats import Format, detect_format, get_format
+from dsm.reader import digest_shard, shard_schema
+from dsm.registry import Registry, load_contract_file
+from dsm.storage import FileInfo, Location, location, redact
+from dsm.validators.schema import schema_differences
+
+__all__ = ["ScannedSource", "register", "scan_source"]
+
+_GLOB_CHARS = "*?["
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScannedSource:
+    """The shards found at a source: their common root, relative paths and sizes, and the format."""
+
+    root: Location
+    files: tuple[FileInfo, ...]
+    format: str
+    pattern: str | None = None
+
+
+def _is_hidden(path: str) -> bool:
+    return posixpath.basename(path).startswith((".", "_"))
+
+
+def scan_source(
+    source: str, *, format: str | None = None, storage_options: Mapping[str, Any] | None = None
+) -> ScannedSource:
+    """Find the shards at ``source``: a folder (recursively), a glob, or one file, on any fsspec URL."""
+    pattern = None
+    if any(ch in source for ch in _GLOB_CHARS):
+        head = source[: min(source.index(ch) for ch in _GLOB_CHARS if ch in source)]
+        base = head.rsplit("/", 1)[0] if "/" in head else "."
+        root = location(base, storage_options)
+        pattern = source[len(base) :].lstrip("/")
+        files = [f for f in root.list_files() if fnmatch.fnmatchcase(f.path, pattern)]
+    else:
+        root = location(source, storage_options)
+        if not root.exists():
+            raise InputError(f"{redact(source)}: no such file or folder")
+        if root.isdir():
+            files = [f for f in root.list_files() if not _is_hidden(f.path)]
+        else:
+            parent, _, base = source.rstrip("/").rpartition("/")
+            root = location(parent or ".", storage_options)
+            files = [FileInfo(path=base, size=root.size(base))]
+    if format is not None:
+        get_format(format)  # fails early on an unknown name
+        matching = [f for f in files if detect_format(f.path) in (format, None)]
+    else:
+        detected = {f.path: detect_format(f.path) for f in files}
+        kinds = sorted({k for k in detected.values() if k})
+        if len(kinds) > 1:
+            raise InputError(
+                f"{redact(source)} holds files of several formats ({', '.join(kinds)}); "
+                "pass --format or a glob that selects one"
+            )
+        if not kinds:
+            raise InputError(f"{redact(source)}: no shard of a known format found; pass --format")
+        format = kinds[0]
+        matching = [f for f in files if detected[f.path] == format]
+    if not matching:
+        raise InputError(f"{redact(source)}: no {format} shards found")
+    return ScannedSource(root=root, files=tuple(matching), format=format, pattern=pattern)
+
+
+def _schema_from_option(schema: str | Schema | Contract, registry: Registry) -> Schema:
+    if isinstance(schema, Schema):
+        return schema
+    if isinstance(schema, Contract):
+        return schema.schema
+    if schema.endswith((".yaml", ".yml")):
+        loc = location(schema)
+        if not loc.fs.exists(loc.root):
+            raise InputError(f"schema file {schema} does not exist")
+        text = loc.fs.cat_file(loc.root).decode("utf-8")
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ContractError(f"{schema}: not valid YAML: {exc}") from None
+        if isinstance(data, dict) and "dsm" in data:
+            return load_contract_file(schema).schema
+        if isinstance(data, dict) and "fields" in data:
+            return Contract.from_dict(
+                {"dsm": 1, "name": "schema", "location": ".", "format": "-", "schema": data, "shards": []},
+                source=schema,
+            ).schema
+        raise ContractError(f"{schema}: expected a contract or a mapping with 'fields'")
+    return registry.resolve(schema).schema
+
+
+def _infer_schema(scan: ScannedSource, fmt: Format, workers: int | None) -> pa.Schema:
+    """Self-describing formats: every shard's stored schema, which must agree. Text: the first shard's."""
+    first = scan.files[0].path
+    if not fmt.self_describing:
+        return shard_schema(scan.root, first, fmt)
+    schemas = map_units(lambda f: shard_schema(scan.root, f.path, fmt), scan.files, workers=workers)
+    reference = schemas[0]
+    for info, found in zip(scan.files, schemas, strict=True):
+        problems = schema_differences(reference.remove_metadata(), found.remove_metadata())
+        if problems:
+            raise SchemaError(
+                f"shard {info.path} disagrees with shard {first}: {problems[0]}"
+                + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
+                + "; register the shards separately or pass --schema"
+            )
+    return reference.remove_metadata()
+
+
+def register(
+    source: str,
+    *,
+    name: str,
+    format: str | None = None,
+    schema: str | Schema | Contract | None = None,
+    registry: str | Registry | None = None,
+    description: str | None = None,
+    owners: Sequence[str] = (),
+    key: Sequence[str] = (),
+    workers: int | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    progress: Progress | None = None,
+) -> Contract:
+    """Scan the shards at ``source`` and publish a new version of contract ``name``; return it.
+
+    Computes per shard its bytes, rows, ``xxh3-128`` checksum and row fingerprints, and the dataset's
+    fingerprint. Nothing is written unless every shard decodes under the schema.
+
+    >>> contract = register("data/web-text/", name="web-text")  # doctest: +SKIP
+    >>> contract.ref  # doctest: +SKIP
+    'web-text@1'
+    """
+    reg = open_registry(registry, storage_options)
+    scan = scan_source(source, format=format, storage_options=storage_options)
+    fmt = get_format(scan.format)
+    given = _schema_from_option(schema, reg) if schema is not None else None
+    arrow_schema = given.to_arrow() if given is not None else _infer_schema(scan, fmt, workers)
+    problems = fmt.unsupported(arrow_schema)
+    if problems:
+        raise SchemaError(f"format {scan.format} cannot hold this schema: {'; '.join(problems)}")
+    progress = progress or NullProgress()
+    total = sum(f.size for f in scan.files)
+    progress.start(total_bytes=2 * total, total_units=len(scan.files), description=f"register {name}")
+
+    def unit(info: FileInfo) -> tuple[str, RowDigest]:
+        with scan.root.open(info.path) as handle:
+            checksum = file_checksum(handle, DEFAULT_ALGORITHM, on_bytes=progress.advance)
+        found = digest_shard(scan.root, info.path, fmt, schema=arrow_schema)
+        progress.advance(info.size)
+        return checksum, found.digest
+
+    try:
+        results = map_units(unit, scan.files, workers=workers)
+    finally:
+        progress.finish()
+    shards = []
+    digests = []
+    for info, (checksum, digest) in zip(scan.files, results, strict=True):
+        digests.append(digest)
+        shards.append(
+            Shard(
+                path=info.path,
+                bytes=info.size,
+                rows=digest.rows,
+                checksum=checksum,
+                fingerprint=digest.unordered,
+                ordered_fingerprint=digest.ordered,
+            )
+        )
+    total_digest = RowDigest.combine(digests)
+    metadata = {"source_glob": scan.pattern} if scan.pattern else {}
+    contract = Contract(
+        name=name,
+        description=description,
+        owners=tuple(owners),
+        location=_location_url(scan.root),
+        format=scan.format,
+        schema=Schema.from_arrow(arrow_schema, annotations=given, key=key),
+        shards=tuple(shards),
+        fingerprint=DatasetFingerprint(
+            algorithm=ALGORITHM,
+            rows=total_digest.rows,
+            unordered=total_digest.unordered,
+            ordered=total_digest.ordered,
+        ),
+        lineage=Lineage(
+            operation="register",
+            parameters={"source": redact(source), "format": scan.format},
+            tool=tool_name(),
+            created=now_utc(),
+        ),
+        metadata=metadata,
+    )
+    return reg.publish(contract)
+
+
+
+def _location_url(loc: Location) -> str:
+    """The URL stored in a contract: absolute for local paths, credentials never included."""
+    if loc.is_local:
+        return loc.root
+    return redact(loc.url.rstrip("/"))

@@ -1,0 +1,168 @@
+"""``dsm verify``: prove that the data at a contract's location is what the contract says."""
+
+from __future__ import annotations
+
+import fnmatch
+import posixpath
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from dsm.commands._common import resolve
+from dsm.contract import Contract, Shard
+from dsm.engine import NullProgress, Progress, map_units
+from dsm.fingerprint import RowDigest
+from dsm.formats import get_format
+from dsm.registry import Registry
+from dsm.storage import location
+from dsm.validators import check_physical, check_rows
+
+__all__ = ["STATUSES", "ShardReport", "VerifyReport", "verify"]
+
+STATUSES = ("ok", "corrupt", "resized", "missing", "extra", "unreadable", "schema_mismatch", "unverified")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShardReport:
+    """One shard's outcome; ``verified_by`` says what was compared (bytes, rows, or nothing)."""
+
+    path: str
+    status: str
+    detail: str = ""
+    verified_by: str = "bytes"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "status": self.status, "detail": self.detail, "verified_by": self.verified_by}
+
+
+@dataclass(frozen=True, kw_only=True)
+class VerifyReport:
+    """The outcome of a verify: ``ok`` only when every shard is ok and nothing is extra or unverified."""
+
+    dataset: str
+    location: str
+    deep: bool
+    shards: tuple[ShardReport, ...]
+    fingerprint_match: bool | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        return all(s.status == "ok" for s in self.shards) and self.fingerprint_match is not False
+
+    @property
+    def summary(self) -> dict[str, int]:
+        counts = Counter(s.status for s in self.shards)
+        return {status: counts[status] for status in STATUSES if counts[status]}
+
+    @property
+    def failures(self) -> list[ShardReport]:
+        return [s for s in self.shards if s.status != "ok"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dataset": self.dataset,
+            "ok": self.ok,
+            "deep": self.deep,
+            "location": self.location,
+            "fingerprint_match": self.fingerprint_match,
+            "shards": [s.to_dict() for s in self.shards],
+            "summary": self.summary,
+            "notes": list(self.notes),
+        }
+
+
+def _extra_files(contract: Contract, listed: Mapping[str, int]) -> list[str]:
+    known = {s.path for s in contract.shards}
+    pattern = contract.metadata.get("source_glob")
+    extra = []
+    for path in listed:
+        if path in known or posixpath.basename(path).startswith((".", "_")):
+            continue
+        if pattern and not fnmatch.fnmatchcase(path, str(pattern)):
+            continue
+        extra.append(path)
+    return sorted(extra)
+
+
+def verify(
+    ref: str | Contract,
+    *,
+    deep: bool = False,
+    registry: str | Registry | None = None,
+    workers: int | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    progress: Progress | None = None,
+) -> VerifyReport:
+    """Compare every shard with its contract entry: presence, size and checksum of its bytes; with
+    ``deep``, also the schema, row count and row fingerprint of its decoded rows. Files at the location
+    that the contract does not list are reported as ``extra``.
+
+    >>> report = verify("web-text@prod", deep=True)  # doctest: +SKIP
+    >>> report.ok, report.summary  # doctest: +SKIP
+    (True, {'ok': 64})
+    """
+    contract = resolve(ref, registry, storage_options)
+    loc = location(contract.location, storage_options)
+    listed = {f.path: f.size for f in loc.list_files()}
+    fmt = get_format(contract.format) if deep else None
+    arrow_schema = contract.schema.to_arrow() if deep else None
+    progress = progress or NullProgress()
+    progress.start(
+        total_bytes=contract.total_bytes * (2 if deep else 1),
+        total_units=len(contract.shards),
+        description=f"verify {contract.ref}",
+    )
+
+    def unit(shard: Shard) -> tuple[ShardReport, RowDigest | None]:
+        physical = check_physical(loc, shard, actual_size=listed.get(shard.path), on_bytes=progress.advance)
+        if physical.status != "ok" or fmt is None or arrow_schema is None:
+            return ShardReport(path=shard.path, status=physical.status, detail=physical.detail), None
+        rows = check_rows(loc, shard, fmt, arrow_schema)
+        progress.advance(shard.bytes)
+        return ShardReport(path=shard.path, status=rows.status, detail=rows.detail, verified_by="bytes+rows"), (
+            rows.digest
+        )
+
+    try:
+        results = map_units(unit, contract.shards, workers=workers)
+    finally:
+        progress.finish()
+    reports = [r for r, _ in results]
+    reports += [
+        ShardReport(path=p, status="extra", detail="at the location but not in the contract", verified_by="listing")
+        for p in _extra_files(contract, listed)
+    ]
+    match, notes = _dataset_fingerprint(contract, [d for _, d in results], deep)
+    return VerifyReport(
+        dataset=contract.ref,
+        location=contract.location,
+        deep=deep,
+        shards=tuple(reports),
+        fingerprint_match=match,
+        notes=tuple(notes),
+    )
+
+
+def _dataset_fingerprint(
+    contract: Contract, digests: list[RowDigest | None], deep: bool
+) -> tuple[bool | None, list[str]]:
+    """Whether the shards' fingerprints add up to the dataset's: recomputed (deep) or as recorded."""
+    expected = contract.fingerprint
+    if expected is None:
+        return None, ["the contract has no dataset fingerprint"]
+    if deep and all(d is not None for d in digests):
+        total = RowDigest.combine(d for d in digests if d is not None)
+        source = "recomputed from the rows"
+    elif all(s.fingerprint and s.ordered_fingerprint and s.rows is not None for s in contract.shards):
+        total = RowDigest.combine(
+            RowDigest.from_hex(rows=s.rows or 0, unordered=s.fingerprint or "", ordered=s.ordered_fingerprint or "")
+            for s in contract.shards
+        )
+        source = "combined from the contract's shard fingerprints"
+    else:
+        return None, ["shard fingerprints are incomplete; the dataset fingerprint was not checked"]
+    match = (total.rows, total.unordered, total.ordered) == (expected.rows, expected.unordered, expected.ordered)
+    note = f"dataset fingerprint {source}: {'matches' if match else 'DIFFERS from'} the contract"
+    return match, [note]

@@ -1,0 +1,75 @@
+"""The exceptions dsm raises. Every one is a :class:`DsmError` and also the matching builtin.
+
+::
+
+    DsmError
+    ├── InputError (ValueError)            bad usage or bad input; nothing was changed   -> exit 2
+    │   ├── ContractError                  a contract that does not load or validate
+    │   ├── ReferenceError_ (LookupError)  an unknown dataset, version or alias
+    │   ├── FormatError                    a shard that cannot be decoded (names shard, line or field)
+    │   └── SchemaError                    a schema that does not fit (format, shards, contract)
+    ├── CheckFailed                        the data failed a check (fingerprint mismatch, gate)   -> exit 1
+    ├── StorageError (OSError)             storage or environment failure; safe to retry          -> exit 3
+    │   └── ConflictError                  lost a race (version or alias written by someone else)
+    └── Interrupted (KeyboardInterrupt-like) work was stopped; what was done is kept               -> exit 130
+
+The CLI maps these to exit codes in exactly one place (``dsm.cli.main``).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CheckFailed",
+    "ConflictError",
+    "ContractError",
+    "DatasetNotFound",
+    "DsmError",
+    "FormatError",
+    "InputError",
+    "SchemaError",
+    "StorageError",
+]
+
+
+class DsmError(Exception):
+    """Base of every error dsm raises on purpose."""
+
+    exit_code: int = 2
+
+
+class InputError(DsmError, ValueError):
+    """Bad usage or bad input: nothing was changed."""
+
+    exit_code = 2
+
+
+class ContractError(InputError):
+    """A contract file that does not parse, validate, or that this dsm cannot read."""
+
+
+class DatasetNotFound(InputError, LookupError):
+    """A dataset reference (name, version, alias or path) that does not resolve."""
+
+
+class FormatError(InputError):
+    """A shard that cannot be decoded; the message names the shard and the line, row or field."""
+
+
+class SchemaError(InputError):
+    """A schema that does not fit: shards disagree, a format cannot hold it, or data does not match."""
+
+
+class CheckFailed(DsmError):
+    """The work was done but the data failed a check (a fingerprint mismatch, a gate)."""
+
+    exit_code = 1
+
+
+class StorageError(DsmError, OSError):
+    """Storage or environment failure (unreachable, denied, out of space): safe to retry."""
+
+    exit_code = 3
+
+
+class ConflictError(StorageError):
+    """Someone else wrote the same version or moved the same alias first: retry."""

@@ -1,0 +1,240 @@
+"""Helpers shared by the format modules (private): file adapters, compression, schema checks, base64."""
+
+from __future__ import annotations
+
+import binascii
+from collections.abc import Iterator, Sequence
+from typing import IO, Any
+
+import pyarrow as pa
+
+from dsm.errors import InputError, SchemaError
+
+__all__ = [
+    "STREAM_CODECS",
+    "NonClosingReader",
+    "PositionTrackingSink",
+    "RowProblem",
+    "b64decode_array",
+    "b64encode_array",
+    "check_batch_schema",
+    "check_stream_codec",
+    "conform_batch",
+    "describe_exception",
+    "is_binary_like",
+    "is_string_like",
+    "open_input_stream",
+    "open_output_stream",
+    "project_schema",
+    "slice_batches",
+]
+
+STREAM_CODECS = ("gzip", "zstd", "bz2", "lz4")
+"""Whole-file compression codecs the text formats accept (``lz4`` is the LZ4 frame format)."""
+
+
+def describe_exception(exc: BaseException) -> str:
+    """A one-line description of a pyarrow error, without its internal file positions."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text[:300]
+
+
+class PositionTrackingSink:
+    """A write-only file object over ``raw`` that counts the bytes written.
+
+    Arrow's writers ask the sink for ``tell()``; object-store files may not support ``tell``/``seek`` for
+    writing, so the position is tracked here and ``close`` only flushes: the caller owns ``raw``.
+    """
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self._raw = raw
+        self._position = 0
+        self.closed = False
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data)
+        self._raw.write(view)  # type: ignore[arg-type]
+        self._position += view.nbytes
+        return view.nbytes
+
+    def tell(self) -> int:
+        return self._position
+
+    def flush(self) -> None:
+        flush = getattr(self._raw, "flush", None)
+        if flush is not None:
+            flush()
+
+    def close(self) -> None:
+        if not self.closed:
+            self.flush()
+            self.closed = True
+
+    def writable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return False
+
+    def seekable(self) -> bool:
+        return False
+
+
+class NonClosingReader:
+    """A read-only proxy of ``raw`` whose ``close`` does nothing: Arrow streams close what they wrap."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self._raw = raw
+        self.closed = False
+
+    def read(self, size: int = -1) -> bytes:
+        return self._raw.read(size)
+
+    def readinto(self, buffer: Any) -> int:
+        data = self._raw.read(len(memoryview(buffer)))
+        memoryview(buffer)[: len(data)] = data
+        return len(data)
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._raw.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._raw.tell()
+
+    def seekable(self) -> bool:
+        return bool(getattr(self._raw, "seekable", lambda: False)())
+
+    def readable(self) -> bool:
+        return True
+
+    def writable(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def check_stream_codec(compression: str | None) -> str | None:
+    """Validate a whole-file compression option (``None`` means uncompressed)."""
+    if compression is None or compression == "none":
+        return None
+    if compression not in STREAM_CODECS:
+        raise InputError(
+            f"compression {compression!r} is not supported; use one of: none, {', '.join(STREAM_CODECS)}"
+        )
+    if not pa.Codec.is_available(compression):
+        raise InputError(f"compression {compression!r} is not available in this pyarrow build")
+    return compression
+
+
+def open_input_stream(file: IO[bytes], compression: str | None) -> Any:
+    """A readable stream of the file's (decompressed) bytes; never closes ``file``."""
+    if compression is None:
+        return file
+    return pa.CompressedInputStream(pa.PythonFile(NonClosingReader(file), mode="r"), compression)
+
+
+def open_output_stream(file: IO[bytes], compression: str | None) -> Any:
+    """A writable stream that compresses into ``file``; closing it never closes ``file``."""
+    sink = PositionTrackingSink(file)
+    if compression is None:
+        return sink
+    return pa.CompressedOutputStream(pa.PythonFile(sink, mode="w"), compression)
+
+
+def is_string_like(type_: pa.DataType) -> bool:
+    return bool(pa.types.is_string(type_) or pa.types.is_large_string(type_))
+
+
+def is_binary_like(type_: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_binary(type_) or pa.types.is_large_binary(type_) or pa.types.is_fixed_size_binary(type_)
+    )
+
+
+def project_schema(schema: pa.Schema, columns: Sequence[str] | None, *, shard: str) -> pa.Schema:
+    """``schema`` restricted to ``columns`` (in that order); an unknown column is a SchemaError."""
+    if columns is None:
+        return schema
+    missing = [c for c in columns if schema.get_field_index(c) < 0]
+    if missing:
+        names = ", ".join(f'"{c}"' for c in missing)
+        raise SchemaError(f"shard {shard}: no column {names} (columns: {', '.join(schema.names)})")
+    return pa.schema([schema.field(c) for c in columns], metadata=schema.metadata)
+
+
+def check_batch_schema(batch: pa.RecordBatch, schema: pa.Schema, *, what: str) -> None:
+    """Refuse a batch whose schema differs from the writer's (names, types, nullability)."""
+    if not batch.schema.equals(schema, check_metadata=False):
+        raise SchemaError(
+            f"{what}: a batch with schema ({batch.schema.to_string(show_schema_metadata=False)}) "
+            f"was given to a writer of ({schema.to_string(show_schema_metadata=False)})"
+        )
+
+
+def conform_batch(batch: pa.RecordBatch, target: pa.Schema, *, shard: str) -> pa.RecordBatch:
+    """``batch`` with exactly the ``target`` schema: columns selected by name and cast safely.
+
+    A stored type that cannot be cast without loss, or a null in a non-nullable field, is a SchemaError
+    naming the shard and the field.
+    """
+    if batch.schema.equals(target, check_metadata=True):
+        return batch
+    arrays = []
+    for field in target:
+        column = batch.column(field.name)
+        if not column.type.equals(field.type):
+            try:
+                column = column.cast(field.type, safe=True)
+            except (pa.ArrowException, ValueError) as exc:
+                raise SchemaError(
+                    f'shard {shard} field "{field.name}": stored as {column.type}, cannot be read as '
+                    f"{field.type} ({describe_exception(exc)})"
+                ) from None
+        if not field.nullable and column.null_count:
+            raise SchemaError(
+                f'shard {shard} field "{field.name}": {column.null_count} null value(s) in a field the '
+                "schema declares not nullable"
+            )
+        arrays.append(column)
+    return pa.RecordBatch.from_arrays(arrays, schema=target)
+
+
+def slice_batches(batch: pa.RecordBatch, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    """``batch`` cut into zero-copy slices of at most ``batch_rows`` rows (an empty batch is kept)."""
+    if batch.num_rows <= batch_rows:
+        yield batch
+        return
+    for start in range(0, batch.num_rows, batch_rows):
+        yield batch.slice(start, batch_rows)
+
+
+def b64encode_array(array: pa.Array) -> pa.Array:
+    """Standard base64 (with padding) of each binary value, as a string array; nulls stay null."""
+    values = [None if v is None else binascii.b2a_base64(v, newline=False).decode("ascii") for v in array.to_pylist()]
+    return pa.array(values, type=pa.large_string() if pa.types.is_large_binary(array.type) else pa.string())
+
+
+class RowProblem(Exception):
+    """A value that does not decode, at 0-based ``row`` of an array; callers turn it into a FormatError."""
+
+    def __init__(self, row: int, message: str) -> None:
+        super().__init__(message)
+        self.row = row
+        self.message = message
+
+
+def b64decode_array(array: pa.Array, target: pa.DataType) -> pa.Array:
+    """Decode a string array of base64 values into ``target`` (a binary type); raises RowProblem."""
+    decoded: list[bytes | None] = []
+    for row, value in enumerate(array.to_pylist()):
+        if value is None:
+            decoded.append(None)
+            continue
+        try:
+            decoded.append(binascii.a2b_base64(value, strict_mode=True))
+        except (binascii.Error, ValueError) as exc:
+            raise RowProblem(row, f"not valid base64 ({exc})") from None
+        if pa.types.is_fixed_size_binary(target) and len(decoded[-1] or b"") != target.byte_width:
+            raise RowProblem(row, f"expected {target.byte_width} bytes, got {len(decoded[-1] or b'')}")
+    return pa.array(decoded, type=target)

@@ -1,0 +1,196 @@
+"""The registry: contracts by name and version, and aliases, in a folder at any fsspec URL.
+
+Layout::
+
+    NAME/versions/1.yaml, 2.yaml, ...   one file per version, created once, never overwritten
+    NAME/aliases.yaml                   {alias: version}, replaced atomically (compare-and-swap)
+
+A reference is ``NAME`` (latest), ``NAME@3``, ``NAME@prod`` (an alias), or a contract file path.
+
+>>> reg = Registry("memory://doc-registry")
+>>> reg.names()
+[]
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import yaml
+
+from dsm.contract import Contract
+from dsm.errors import ConflictError, ContractError, DatasetNotFound, InputError
+from dsm.storage import Location, compare_and_swap, location, redact
+
+__all__ = ["AliasMove", "Registry", "default_registry_url", "parse_reference"]
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_VERSION_FILE = re.compile(r"^(\d+)\.yaml$")
+_RESERVED_ALIASES = {"latest"}
+_PUBLISH_ATTEMPTS = 100
+
+
+def default_registry_url() -> str:
+    """``DSM_REGISTRY``, else a folder under the user's data directory."""
+    env = os.environ.get("DSM_REGISTRY")
+    if env:
+        return env
+    import platformdirs
+
+    return os.path.join(platformdirs.user_data_dir("dsm"), "registry")
+
+
+def parse_reference(ref: str) -> tuple[str, str | None]:
+    """Split ``NAME@SELECTOR`` into its name and selector (a version number, an alias, or None)."""
+    name, sep, selector = ref.partition("@")
+    if not _NAME.match(name) or (sep and not selector):
+        raise InputError(f"{ref!r} is not a dataset reference (NAME, NAME@VERSION, NAME@ALIAS or a contract path)")
+    return name, (selector if sep else None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AliasMove:
+    """An alias that was set: where it points now and where it pointed before (None: it is new)."""
+
+    name: str
+    alias: str
+    version: int
+    previous: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "alias": self.alias, "version": self.version, "previous": self.previous}
+
+
+class Registry:
+    """Contracts and aliases under one URL."""
+
+    def __init__(self, url: str | None = None, *, storage_options: Mapping[str, Any] | None = None) -> None:
+        self.url = url or default_registry_url()
+        self.location: Location = location(self.url, storage_options)
+
+    def __repr__(self) -> str:
+        return f"Registry({redact(self.url)!r})"
+
+    # --- reading ----------------------------------------------------------------------------------------
+
+    def names(self) -> list[str]:
+        if not self.location.exists():
+            return []
+        names = set()
+        for info in self.location.list_files():
+            parts = info.path.split("/")
+            if len(parts) == 3 and parts[1] == "versions" and _VERSION_FILE.match(parts[2]):
+                names.add(parts[0])
+        return sorted(names)
+
+    def versions(self, name: str) -> list[int]:
+        found = []
+        for info in self.location.child(f"{name}/versions").list_files(recursive=False):
+            match = _VERSION_FILE.match(info.path)
+            if match:
+                found.append(int(match.group(1)))
+        return sorted(found)
+
+    def aliases(self, name: str) -> dict[str, int]:
+        return self._read_aliases(name)[0]
+
+    def get(self, name: str, version: int) -> Contract:
+        rel = f"{name}/versions/{version}.yaml"
+        if not self.location.exists(rel):
+            known = self.versions(name)
+            if not known:
+                raise DatasetNotFound(f"no dataset named {name!r} in registry {redact(self.url)}")
+            raise DatasetNotFound(f"{name}@{version} does not exist; versions of {name}: {known}")
+        text = self.location.read_bytes(rel).decode("utf-8")
+        return Contract.from_yaml(text, source=redact(self.location.url_of(rel)))
+
+    def resolve(self, ref: str | Contract) -> Contract:
+        """The contract a reference names. Accepts a :class:`Contract` as it is."""
+        if isinstance(ref, Contract):
+            return ref
+        ref = str(ref)
+        if _looks_like_path(ref):
+            return load_contract_file(ref)
+        name, selector = parse_reference(ref)
+        if selector is None or selector == "latest":
+            versions = self.versions(name)
+            if not versions:
+                raise DatasetNotFound(
+                    f"no dataset named {name!r} in registry {redact(self.url)}; `dsm ls` lists the names"
+                )
+            return self.get(name, versions[-1])
+        if selector.isdigit():
+            return self.get(name, int(selector))
+        aliases = self.aliases(name)
+        if selector not in aliases:
+            if not self.versions(name):
+                raise DatasetNotFound(f"no dataset named {name!r} in registry {redact(self.url)}")
+            raise DatasetNotFound(
+                f"{name} has no alias {selector!r}; aliases: {sorted(aliases) or 'none'}"
+            )
+        return self.get(name, aliases[selector])
+
+    # --- writing ----------------------------------------------------------------------------------------
+
+    def publish(self, contract: Contract) -> Contract:
+        """Write ``contract`` as the next version of its name and return it with that version.
+
+        Never overwrites: a writer that finds its version taken tries the next number.
+        """
+        if not _NAME.match(contract.name):
+            raise InputError(f"{contract.name!r} is not a valid dataset name (letters, digits, '.', '_', '-')")
+        created = contract.created or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        version = (self.versions(contract.name) or [0])[-1] + 1
+        for _ in range(_PUBLISH_ATTEMPTS):
+            candidate = contract.evolve(version=version, created=created)
+            try:
+                self.location.create_exclusive(
+                    f"{contract.name}/versions/{version}.yaml", candidate.to_yaml().encode("utf-8")
+                )
+                return candidate
+            except ConflictError:
+                version += 1
+        raise ConflictError(f"could not find a free version number for {contract.name}; retry")
+
+    def set_alias(self, name: str, alias: str, version: int) -> AliasMove:
+        """Point ``alias`` at ``version`` atomically; report where it pointed before."""
+        if alias in _RESERVED_ALIASES or alias.isdigit() or not _NAME.match(alias):
+            raise InputError(f"{alias!r} cannot be an alias (it must be a name, not a number or 'latest')")
+        if version not in self.versions(name):
+            raise DatasetNotFound(f"{name}@{version} does not exist; versions of {name}: {self.versions(name)}")
+        current, raw = self._read_aliases(name)
+        updated = {**current, alias: version}
+        new = yaml.safe_dump(dict(sorted(updated.items())), sort_keys=True).encode("utf-8")
+        compare_and_swap(self.location, f"{name}/aliases.yaml", raw, new)
+        return AliasMove(name=name, alias=alias, version=version, previous=current.get(alias))
+
+    def _read_aliases(self, name: str) -> tuple[dict[str, int], bytes | None]:
+        rel = f"{name}/aliases.yaml"
+        if not self.location.exists(rel):
+            return {}, None
+        raw = self.location.read_bytes(rel)
+        try:
+            data = yaml.safe_load(raw) or {}
+        except yaml.YAMLError as exc:
+            raise ContractError(f"{redact(self.location.url_of(rel))}: not valid YAML: {exc}") from None
+        if not isinstance(data, dict) or not all(isinstance(v, int) for v in data.values()):
+            raise ContractError(f"{redact(self.location.url_of(rel))}: expected a mapping of alias to version")
+        return {str(k): int(v) for k, v in data.items()}, raw
+
+
+def _looks_like_path(ref: str) -> bool:
+    return ref.endswith((".yaml", ".yml")) or "/" in ref or os.sep in ref
+
+
+def load_contract_file(path: str, storage_options: Mapping[str, Any] | None = None) -> Contract:
+    """Load a contract from a file path or URL."""
+    loc = location(path, storage_options)
+    if not loc.fs.exists(loc.root):
+        raise DatasetNotFound(f"contract file {redact(path)} does not exist")
+    text = loc.fs.cat_file(loc.root).decode("utf-8")
+    return Contract.from_yaml(text, source=redact(path))

@@ -1,0 +1,70 @@
+"""Logical identity of a shard: its rows, decoded under the contract's schema, match the fingerprint."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from dsm.contract import Shard
+from dsm.errors import DatasetNotFound, FormatError, SchemaError, StorageError
+from dsm.fingerprint import RowDigest
+from dsm.formats import Format
+from dsm.reader import digest_shard, shard_schema
+from dsm.storage import Location, redact
+from dsm.validators.schema import schema_differences
+
+__all__ = ["RowCheck", "check_rows"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RowCheck:
+    """Status is one of ok, corrupt, schema_mismatch, unreadable, missing, unverified."""
+
+    path: str
+    status: str
+    detail: str = ""
+    digest: RowDigest | None = None
+
+
+def check_rows(
+    loc: Location,
+    shard: Shard,
+    fmt: Format,
+    schema: pa.Schema,
+    *,
+    on_rows: Callable[[int], None] | None = None,
+) -> RowCheck:
+    """Decode one shard with the contract's schema and compare its rows and fingerprint."""
+    try:
+        if fmt.self_describing:
+            problems = schema_differences(schema, shard_schema(loc, shard.path, fmt))
+            if problems:
+                return RowCheck(path=shard.path, status="schema_mismatch", detail="; ".join(problems))
+        found = digest_shard(loc, shard.path, fmt, schema=schema, on_rows=on_rows)
+    except DatasetNotFound:
+        return RowCheck(path=shard.path, status="missing", detail="vanished while being read")
+    except SchemaError as exc:
+        return RowCheck(path=shard.path, status="schema_mismatch", detail=redact(str(exc)))
+    except FormatError as exc:
+        return RowCheck(path=shard.path, status="unreadable", detail=redact(str(exc)))
+    except StorageError as exc:
+        return RowCheck(path=shard.path, status="unreadable", detail=redact(str(exc)))
+    digest = found.digest
+    if shard.rows is not None and digest.rows != shard.rows:
+        return RowCheck(
+            path=shard.path, status="corrupt", detail=f"{digest.rows} rows, expected {shard.rows}", digest=digest
+        )
+    if shard.fingerprint is None:
+        return RowCheck(path=shard.path, status="unverified", detail="the contract has no row fingerprint for it")
+    if digest.unordered != shard.fingerprint or (
+        shard.ordered_fingerprint is not None and digest.ordered != shard.ordered_fingerprint
+    ):
+        return RowCheck(
+            path=shard.path,
+            status="corrupt",
+            detail=f"row fingerprint {digest.unordered[:12]}.. expected {shard.fingerprint[:12]}..",
+            digest=digest,
+        )
+    return RowCheck(path=shard.path, status="ok", digest=digest)
