@@ -117,6 +117,12 @@ def _hash_floats(arr: pa.Array) -> np.ndarray:
     return _tagged(bits, _T_FLOAT)
 
 
+def _storage_ints(arr: pa.Array) -> np.ndarray:
+    """The integers a temporal array stores (nulls as 0), as int64."""
+    storage = arr.view(pa.int32() if arr.type.bit_width == 32 else pa.int64())
+    return _filled_numpy(storage, 0).astype(np.int64)
+
+
 def _split_ns(values: np.ndarray, unit: str) -> tuple[np.ndarray, np.ndarray]:
     """Whole seconds and nanoseconds within the second, exact for any int64 value in any unit."""
     per_second = 1_000_000_000 // _NS_PER_UNIT[unit]
@@ -126,8 +132,7 @@ def _split_ns(values: np.ndarray, unit: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _hash_instants(arr: pa.Array, unit: str, tag: int) -> np.ndarray:
-    values = _filled_numpy(arr.cast(pa.int64()), 0)
-    seconds, nanos = _split_ns(values.astype(np.int64), unit)
+    seconds, nanos = _split_ns(_storage_ints(arr), unit)
     return _fmix64(_tagged(seconds.view(_U64), tag) ^ nanos.astype(_U64))
 
 
@@ -244,10 +249,10 @@ def hash_values(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
     ):
         out = _hash_bytes(arr, _T_BINARY)
     elif pa.types.is_date32(kind):
-        out = _tagged(_filled_numpy(arr.cast(pa.int32()), 0).astype(np.int64).view(_U64), _T_DATE)
+        out = _tagged(_storage_ints(arr).view(_U64), _T_DATE)
     elif pa.types.is_date64(kind):
-        days = np.floor_divide(_filled_numpy(arr.cast(pa.int64()), 0), 86_400_000)
-        out = _tagged(days.astype(np.int64).view(_U64), _T_DATE)
+        days = np.floor_divide(_storage_ints(arr), 86_400_000)
+        out = _tagged(days.view(_U64), _T_DATE)
     elif pa.types.is_timestamp(kind):
         out = _hash_instants(arr, kind.unit, _T_TIMESTAMP_TZ if kind.tz else _T_TIMESTAMP)
     elif pa.types.is_time(kind):
@@ -257,11 +262,7 @@ def hash_values(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
     elif pa.types.is_decimal(kind):
         out = _hash_decimals(arr)
     elif pa.types.is_map(kind):
-        entries = pa.ListArray.from_arrays(arr.offsets, arr.values) if arr.offset == 0 else None
-        if entries is None:
-            entries = pa.ListArray.from_arrays(
-                arr.offsets, pa.StructArray.from_arrays([arr.keys, arr.items], names=["key", "value"])
-            )
+        entries = pa.ListArray.from_arrays(arr.offsets, arr.values)
         out = _hash_list(entries, ordered=False, tag=_T_MAP)
     elif pa.types.is_list(kind) or pa.types.is_large_list(kind):
         out = _hash_list(arr, ordered=True, tag=_T_LIST)

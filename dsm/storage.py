@@ -51,7 +51,7 @@ _SECRET_KEYS = re.compile(
     r"(secret|password|passwd|token|key|sig|credential|connection_string|sas)", re.IGNORECASE
 )
 _URL_USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^/@:\s]*):(?P<pw>[^/@\s]+)@", re.I)
-_QUERY_SECRET = re.compile(r"(?P<k>\b(?:sig|se|sp|sv|st|spr|srt|ss|skoid|sktid|token|key)=)(?P<v>[^&\s\"']+)", re.I)
+_QUERY_SECRET = re.compile(r"(?P<k>[?&](?:sig|skoid|sktid|token|key|code|password)=)(?P<v>[^&\s\"']+)", re.I)
 _CONN_SECRET = re.compile(r"(?P<k>(?:AccountKey|SharedAccessSignature|Password)=)(?P<v>[^;\s\"']+)", re.I)
 
 _registered_secrets: set[str] = set()

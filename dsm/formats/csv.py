@@ -1,0 +1,310 @@
+"""CSV: flat rows of text, parsed with the contract's schema through pyarrow's streaming CSV reader.
+
+Null is an empty unquoted field; the empty string is ``""`` (strings are always quoted when written), so
+both round-trip. Binary values are base64 text. Nested types cannot be stored.
+
+>>> from dsm.formats.csv import CsvFormat
+>>> CsvFormat(delimiter="\\t").options()["delimiter"]
+'\\t'
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections.abc import Iterator, Sequence
+from typing import IO, Any, ClassVar
+
+import pyarrow as pa
+import pyarrow.csv as pcsv
+
+from dsm.errors import FormatError, InputError, SchemaError
+from dsm.formats._common import (
+    RowProblem,
+    b64decode_array,
+    b64encode_array,
+    check_batch_schema,
+    check_stream_codec,
+    describe_exception,
+    is_binary_like,
+    is_string_like,
+    open_input_stream,
+    open_output_stream,
+    project_schema,
+    slice_batches,
+)
+from dsm.formats.base import DEFAULT_BATCH_ROWS, Format, FormatWriter
+
+__all__ = ["CsvFormat"]
+
+_BLOCK_BYTES = 4 * 1024 * 1024
+_INFER_BYTES = 1024 * 1024
+_COLUMN_COUNT = re.compile(r"Expected (\d+) columns, got (\d+)")
+_CONVERSION = re.compile(r"In CSV column #(\d+): .*conversion error to ([^:]+): invalid value '(.*)'", re.S)
+
+
+def _is_flat(type_: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_null(type_)
+        or pa.types.is_boolean(type_)
+        or pa.types.is_integer(type_)
+        or pa.types.is_float32(type_)
+        or pa.types.is_float64(type_)
+        or is_string_like(type_)
+        or is_binary_like(type_)
+        or pa.types.is_date32(type_)
+        or pa.types.is_timestamp(type_)
+        or pa.types.is_decimal(type_)
+    )
+
+
+def _text_type(type_: pa.DataType) -> pa.DataType:
+    """The column type of the CSV text: binary values are base64 strings."""
+    if is_binary_like(type_):
+        return pa.large_string() if pa.types.is_large_binary(type_) else pa.string()
+    return type_
+
+
+class CsvFormat(Format):
+    """CSV with a header row (or ``header=False``: columns in schema order), optionally compressed.
+
+    Supported types: null, bool, integers, float32/float64 (``nan``, ``inf``, ``-inf``), string and
+    large_string, binary (base64), date32, timestamps (any unit and time zone), decimals.
+    """
+
+    name: ClassVar[str] = "csv"
+    extensions: ClassVar[tuple[str, ...]] = (".csv", ".csv.gz")
+    self_describing: ClassVar[bool] = False
+
+    def __init__(self, *, delimiter: str = ",", header: bool = True, compression: str | None = None) -> None:
+        if len(delimiter) != 1 or delimiter in ('"', "\n", "\r"):
+            raise InputError(f"csv delimiter must be one character other than a quote or newline, got {delimiter!r}")
+        self.delimiter = delimiter
+        self.header = bool(header)
+        self.compression = check_stream_codec(compression)
+
+    def options(self) -> dict[str, Any]:
+        return {"delimiter": self.delimiter, "header": self.header, "compression": self.compression}
+
+    def unsupported(self, schema: pa.Schema) -> list[str]:
+        return [
+            f'field "{field.name}": type {field.type} cannot be stored in CSV (only flat scalar types)'
+            for field in schema
+            if not _is_flat(field.type)
+        ]
+
+    # ------------------------------------------------------------------------------------------ reading
+
+    def _read_options(self, names: Sequence[str] | None, block: int = _BLOCK_BYTES) -> pcsv.ReadOptions:
+        return pcsv.ReadOptions(use_threads=True, block_size=block, column_names=None if self.header else list(names or []))
+
+    def _parse_options(self) -> pcsv.ParseOptions:
+        return pcsv.ParseOptions(delimiter=self.delimiter, newlines_in_values=True)
+
+    def _convert_options(self, types: dict[str, pa.DataType] | None, include: Sequence[str] | None) -> pcsv.ConvertOptions:
+        return pcsv.ConvertOptions(
+            column_types=types or {},
+            include_columns=list(include or []),
+            strings_can_be_null=True,
+            quoted_strings_can_be_null=False,
+            null_values=[""],
+            true_values=["true"],
+            false_values=["false"],
+        )
+
+    def _first_record(self, file: IO[bytes]) -> list[str] | None:
+        """The first CSV record of the file (the header when there is one); None for an empty file."""
+        file.seek(0)
+        head = open_input_stream(file, self.compression).read(_INFER_BYTES)
+        file.seek(0)
+        if not head:
+            return None
+        text = bytes(head).decode("utf-8", errors="replace")
+        for record in csv.reader(io.StringIO(text, newline=""), delimiter=self.delimiter):
+            if record:
+                return record
+        return None
+
+    def read_schema(self, file: IO[bytes], *, shard: str) -> pa.Schema:
+        """Column names from the header (or ``f0``, ``f1``...), types inferred by pyarrow from ~1 MiB."""
+        first = self._first_record(file)
+        if first is None:
+            return pa.schema([])
+        names = first if self.header else [f"f{i}" for i in range(len(first))]
+        stream = open_input_stream(file, self.compression)
+        try:
+            reader = pcsv.open_csv(
+                stream,
+                read_options=self._read_options(names, _INFER_BYTES),
+                parse_options=self._parse_options(),
+                convert_options=self._convert_options(None, None),
+            )
+            return reader.schema
+        except pa.ArrowException as exc:
+            raise FormatError(f"shard {shard}: cannot infer a schema from the first rows ({describe_exception(exc)})") from None
+
+    def _check_header(self, file: IO[bytes], schema: pa.Schema, shard: str) -> bool:
+        """False for an empty file; raises SchemaError when the header and the schema differ."""
+        first = self._first_record(file)
+        if first is None:
+            return False
+        if not self.header:
+            return True
+        missing = [name for name in schema.names if name not in first]
+        extra = [name for name in first if name not in schema.names]
+        if missing or extra or len(set(first)) != len(first):
+            parts = [f'no column "{name}"' for name in missing] + [f'column "{name}" is not in the schema' for name in extra]
+            parts += ["duplicate column names"] if len(set(first)) != len(first) else []
+            raise SchemaError(f"shard {shard} line 1: header {first}: {'; '.join(parts)}")
+        return True
+
+    def iter_batches(
+        self,
+        file: IO[bytes],
+        *,
+        shard: str,
+        schema: pa.Schema | None = None,
+        columns: Sequence[str] | None = None,
+        batch_rows: int = DEFAULT_BATCH_ROWS,
+    ) -> Iterator[pa.RecordBatch]:
+        """Rows parsed with ``schema`` (or the inferred one); errors name the 1-based line and field."""
+        if schema is None:
+            schema = self.read_schema(file, shard=shard)
+        reasons = self.unsupported(schema)
+        if reasons:
+            raise SchemaError(f"shard {shard}: " + "; ".join(reasons))
+        target = project_schema(schema, columns, shard=shard)
+        if not self._check_header(file, schema, shard):
+            return
+        types = {field.name: _text_type(field.type) for field in schema}
+        options = {
+            "read_options": self._read_options(schema.names),
+            "parse_options": self._parse_options(),
+            "convert_options": self._convert_options(types, target.names),
+        }
+        rows_before = 0
+        try:
+            reader = pcsv.open_csv(open_input_stream(file, self.compression), **options)
+            while True:
+                try:
+                    batch = reader.read_next_batch()
+                except StopIteration:
+                    return
+                converted = self._finish(batch, target, shard, file, rows_before)
+                rows_before += batch.num_rows
+                yield from slice_batches(converted, batch_rows)
+        except pa.ArrowException as exc:
+            raise self._locate(file, schema, shard, exc) from None
+
+    def _finish(
+        self, batch: pa.RecordBatch, target: pa.Schema, shard: str, file: IO[bytes], rows_before: int
+    ) -> pa.RecordBatch:
+        arrays = []
+        for field in target:
+            array = batch.column(field.name)
+            if is_binary_like(field.type):
+                try:
+                    array = b64decode_array(array, field.type)
+                except RowProblem as problem:
+                    line = self._line_of_row(file, rows_before + problem.row)
+                    raise FormatError(f'shard {shard} line {line} field "{field.name}": {problem.message}') from None
+            if not field.nullable and array.null_count:
+                first_null = next(i for i, valid in enumerate(array.is_valid().to_pylist()) if not valid)
+                line = self._line_of_row(file, rows_before + first_null)
+                raise FormatError(f'shard {shard} line {line} field "{field.name}": null, but the field is not nullable')
+            arrays.append(array)
+        return pa.RecordBatch.from_arrays(arrays, schema=target)
+
+    # ------------------------------------------------------------------------------------ error path
+
+    def _records(self, file: IO[bytes]) -> Iterator[tuple[int, list[str]]]:
+        """``(line where it starts, fields)`` of each data record, by Python's csv module (error path only)."""
+        file.seek(0)
+        raw = open_input_stream(file, self.compression)
+        text = io.TextIOWrapper(_Readable(raw), encoding="utf-8", errors="replace", newline="")
+        reader = csv.reader(text, delimiter=self.delimiter)
+        skip_header = self.header
+        while True:
+            start = reader.line_num + 1
+            try:
+                record = next(reader)
+            except StopIteration:
+                return
+            except csv.Error:
+                return
+            if not record:
+                continue
+            if skip_header:
+                skip_header = False
+                continue
+            yield start, record
+
+    def _line_of_row(self, file: IO[bytes], row: int) -> int | str:
+        for index, (line, _) in enumerate(self._records(file)):
+            if index == row:
+                return line
+        return f"? (row {row + 1})"
+
+    def _locate(self, file: IO[bytes], schema: pa.Schema, shard: str, exc: BaseException) -> FormatError:
+        message = str(exc)
+        count = _COLUMN_COUNT.search(message)
+        if count:
+            expected = int(count.group(1))
+            for line, record in self._records(file):
+                if len(record) != expected:
+                    return FormatError(f"shard {shard} line {line}: expected {expected} columns, got {len(record)}")
+        conversion = _CONVERSION.search(message)
+        if conversion:
+            column, type_name, value = int(conversion.group(1)), conversion.group(2), conversion.group(3)
+            names = list(schema.names)
+            for line, record in self._records(file):
+                if column < len(record) and record[column] == value:
+                    field = names[column] if column < len(names) else f"#{column}"
+                    return FormatError(f'shard {shard} line {line} field "{field}": expected {type_name}, got "{value}"')
+        return FormatError(f"shard {shard}: not readable as CSV ({describe_exception(exc)})")
+
+    # ------------------------------------------------------------------------------------------ writing
+
+    def open_writer(self, file: IO[bytes], schema: pa.Schema) -> FormatWriter:
+        reasons = self.unsupported(schema)
+        if reasons:
+            raise SchemaError("; ".join(reasons))
+        return _CsvWriter(file, schema, self)
+
+
+class _Readable(io.RawIOBase):
+    """A RawIOBase over any object with ``read(n)`` (Arrow streams), for ``io.TextIOWrapper``."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self._stream.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+class _CsvWriter(FormatWriter):
+    def __init__(self, file: IO[bytes], schema: pa.Schema, fmt: CsvFormat) -> None:
+        self._schema = schema
+        self._text_schema = pa.schema([pa.field(f.name, _text_type(f.type), f.nullable) for f in schema])
+        self._out = open_output_stream(file, fmt.compression)
+        self._sink = self._out if isinstance(self._out, pa.NativeFile) else pa.PythonFile(self._out, mode="w")
+        options = pcsv.WriteOptions(include_header=fmt.header, delimiter=fmt.delimiter, quoting_style="needed")
+        self._writer = pcsv.CSVWriter(self._sink, self._text_schema, write_options=options)
+        self._closed = False
+
+    def write_batch(self, batch: pa.RecordBatch) -> None:
+        check_batch_schema(batch, self._schema, what="csv writer")
+        arrays = [b64encode_array(c) if is_binary_like(c.type) else c for c in batch.columns]
+        self._writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self._text_schema))
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._writer.close()
+            self._sink.close()

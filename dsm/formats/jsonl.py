@@ -1,0 +1,613 @@
+"""JSON Lines: one JSON object per line, parsed with the contract's schema, never by guessing types.
+
+Reading goes block by block (about 16 MiB of whole lines) through pyarrow's C++ JSON parser with an explicit
+schema; only types that parser cannot read exactly (maps, base64 inside nested values), and any block it
+rejects, are parsed by a Python reader that also finds the 1-based line and the field at fault.
+
+>>> from dsm.formats.jsonl import JsonlFormat
+>>> JsonlFormat(compression="gzip").options()
+{'compression': 'gzip'}
+"""
+
+from __future__ import annotations
+
+import binascii
+import json
+from collections.abc import Callable, Iterator, Sequence
+from typing import IO, Any, ClassVar
+
+import pyarrow as pa
+import pyarrow.json as pj
+
+from dsm.errors import FormatError, SchemaError
+from dsm.formats._common import (
+    RowProblem,
+    b64decode_array,
+    check_batch_schema,
+    check_stream_codec,
+    describe_exception,
+    is_binary_like,
+    is_string_like,
+    open_input_stream,
+    open_output_stream,
+    project_schema,
+)
+from dsm.formats._jsontext import encode_lines, text_buffer, unsupported_json_type
+from dsm.formats.base import DEFAULT_BATCH_ROWS, Format, FormatWriter
+
+__all__ = ["JsonlFormat"]
+
+_CHUNK_BYTES = 16 * 1024 * 1024
+_INFER_BYTES = 1024 * 1024
+_PARSE_BLOCK_BYTES = 1024 * 1024
+_NON_FINITE = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
+
+
+# ---------------------------------------------------------------------------------------------- chunks
+
+
+def _iter_chunks(stream: Any, chunk_bytes: int = _CHUNK_BYTES) -> Iterator[tuple[int, bytes]]:
+    """``(first line number, bytes)`` for runs of whole lines of about ``chunk_bytes``."""
+    pending = b""
+    line = 1
+    while True:
+        data = stream.read(chunk_bytes)
+        if not data:
+            if pending:
+                yield line, pending
+            return
+        pending = pending + bytes(data) if pending else bytes(data)
+        cut = pending.rfind(b"\n") + 1
+        if cut == 0:
+            continue
+        chunk, pending = pending[:cut], pending[cut:]
+        yield line, chunk
+        line += chunk.count(b"\n")
+
+
+def _head(chunk: bytes, size: int) -> bytes:
+    """The whole lines of ``chunk`` that start within its first ``size`` bytes."""
+    if len(chunk) <= size:
+        return chunk
+    end = chunk.find(b"\n", size)
+    return chunk if end < 0 else chunk[: end + 1]
+
+
+# ---------------------------------------------------------------------------------------------- errors
+
+
+def _at(shard: str, line: int, field: str | None = None) -> str:
+    where = f"shard {shard} line {line}"
+    return f'{where} field "{field}"' if field else where
+
+
+def _show(value: Any) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _kind(value: Any) -> str:
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+    return names.get(type(value), "a number")
+
+
+class _BadValue(Exception):
+    """A JSON value that does not fit its type; ``path`` grows as it propagates out of nested values."""
+
+    def __init__(self, message: str, path: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.path = path
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not standard JSON (write non-finite floats as the strings \"{name}\")")
+
+
+class _NegativeZero(int):
+    """The JSON integer ``-0``: 0 for integer fields, -0.0 for float fields (as pyarrow's parser reads it)."""
+
+
+def _parse_int(text: str) -> int:
+    return _NegativeZero(0) if text == "-0" else int(text)
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_int=_parse_int)
+
+
+# ---------------------------------------------------------------------------------------------- types
+
+
+def _native_type(type_: pa.DataType) -> pa.DataType | None:
+    """What to ask pyarrow's JSON parser for so that a cast gives ``type_`` exactly; None if it cannot."""
+    if (
+        pa.types.is_null(type_)
+        or pa.types.is_boolean(type_)
+        or pa.types.is_integer(type_)
+        or pa.types.is_floating(type_)
+        or pa.types.is_string(type_)
+        or pa.types.is_timestamp(type_)
+        or pa.types.is_decimal(type_)
+    ):
+        return type_
+    if pa.types.is_large_string(type_) or pa.types.is_date(type_):
+        return pa.string()
+    if pa.types.is_list(type_) or pa.types.is_large_list(type_) or pa.types.is_fixed_size_list(type_):
+        child = _native_type(type_.value_type)
+        return None if child is None else pa.list_(pa.field(type_.value_field.name, child))
+    if pa.types.is_struct(type_):
+        fields = []
+        for index in range(type_.num_fields):
+            field = type_.field(index)
+            child = _native_type(field.type)
+            if child is None:
+                return None
+            fields.append(pa.field(field.name, child))
+        return pa.struct(fields)
+    return None
+
+
+def _native_field_type(type_: pa.DataType) -> pa.DataType | None:
+    """Like ``_native_type``, plus what only a top-level column can do: base64 binary and dictionaries."""
+    if is_binary_like(type_):
+        return pa.string()
+    if pa.types.is_dictionary(type_):
+        return _native_type(type_.value_type)
+    return _native_type(type_)
+
+
+def _wire_type(type_: pa.DataType) -> pa.DataType:
+    """The type of the Python values the fallback reader builds; a cast turns it into ``type_``."""
+    if pa.types.is_date(type_) or pa.types.is_timestamp(type_) or pa.types.is_decimal(type_):
+        return pa.string()
+    if pa.types.is_dictionary(type_):
+        return _wire_type(type_.value_type)
+    if pa.types.is_list(type_):
+        return pa.list_(pa.field(type_.value_field.name, _wire_type(type_.value_type)))
+    if pa.types.is_large_list(type_):
+        return pa.large_list(pa.field(type_.value_field.name, _wire_type(type_.value_type)))
+    if pa.types.is_fixed_size_list(type_):
+        return pa.list_(pa.field(type_.value_field.name, _wire_type(type_.value_type)))
+    if pa.types.is_struct(type_):
+        return pa.struct([pa.field(f.name, _wire_type(f.type)) for f in type_])
+    if pa.types.is_map(type_):
+        return pa.map_(_wire_type(type_.key_type), _wire_type(type_.item_type))
+    return type_
+
+
+# ------------------------------------------------------------------------------- python value converters
+
+_Converter = Callable[[Any], Any]
+
+
+def _converter(type_: pa.DataType) -> _Converter:
+    """A function from a decoded JSON value (not None) to a Python value of ``_wire_type(type_)``."""
+    if pa.types.is_dictionary(type_):
+        return _converter(type_.value_type)
+    for test, make in _CONVERTERS:
+        if test(type_):
+            return make(type_)
+    raise SchemaError(unsupported_json_type(type_) or f"type {type_} has no JSON encoding in dsm")
+
+
+def _expect(type_: pa.DataType, value: Any) -> _BadValue:
+    return _BadValue(f"expected {type_}, got {_show(value)}")
+
+
+def _null_converter(type_: pa.DataType) -> _Converter:
+    def convert(value: Any) -> Any:
+        raise _expect(type_, value)
+
+    return convert
+
+
+def _bool_converter(type_: pa.DataType) -> _Converter:
+    def convert(value: Any) -> Any:
+        if isinstance(value, bool):
+            return value
+        raise _expect(type_, value)
+
+    return convert
+
+
+def _int_converter(type_: pa.DataType) -> _Converter:
+    bits = type_.bit_width
+    low, high = (0, 2**bits - 1) if pa.types.is_unsigned_integer(type_) else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+
+    def convert(value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool):
+            if low <= value <= high:
+                return value
+            raise _BadValue(f"{value} is out of range for {type_}")
+        raise _expect(type_, value)
+
+    return convert
+
+
+def _float_converter(type_: pa.DataType) -> _Converter:
+    def convert(value: Any) -> Any:
+        if isinstance(value, float):
+            return value
+        if isinstance(value, _NegativeZero):
+            return -0.0
+        if isinstance(value, int) and not isinstance(value, bool):
+            try:
+                return float(value)
+            except OverflowError:
+                raise _BadValue(f"{value} is out of range for {type_}") from None
+        if isinstance(value, str) and value in _NON_FINITE:
+            return _NON_FINITE[value]
+        raise _expect(type_, value)
+
+    return convert
+
+
+def _string_converter(type_: pa.DataType) -> _Converter:
+    def convert(value: Any) -> Any:
+        if isinstance(value, str):
+            return value
+        raise _expect(type_, value)
+
+    return convert
+
+
+def _binary_converter(type_: pa.DataType) -> _Converter:
+    width = type_.byte_width if pa.types.is_fixed_size_binary(type_) else None
+
+    def convert(value: Any) -> Any:
+        if not isinstance(value, str):
+            raise _BadValue(f"expected {type_} as a base64 string, got {_show(value)}")
+        try:
+            data = binascii.a2b_base64(value, strict_mode=True)
+        except (binascii.Error, ValueError) as exc:
+            raise _BadValue(f"not valid base64 ({exc})") from None
+        if width is not None and len(data) != width:
+            raise _BadValue(f"expected {width} bytes, got {len(data)}")
+        return data
+
+    return convert
+
+
+def _text_converter(type_: pa.DataType) -> _Converter:
+    """Dates, timestamps and decimals: kept as text here and parsed by an Arrow cast."""
+
+    def convert(value: Any) -> Any:
+        if isinstance(value, str):
+            return value
+        if pa.types.is_decimal(type_) and isinstance(value, int) and not isinstance(value, bool):
+            return str(value)
+        raise _expect(type_, value)
+
+    return convert
+
+
+def _list_converter(type_: pa.DataType) -> _Converter:
+    item = _converter(type_.value_type)
+    item_nullable = type_.value_field.nullable
+    size = type_.list_size if pa.types.is_fixed_size_list(type_) else None
+
+    def convert(value: Any) -> Any:
+        if not isinstance(value, list):
+            raise _expect(type_, value)
+        if size is not None and len(value) != size:
+            raise _BadValue(f"expected {size} items, got {len(value)}")
+        out = []
+        for index, element in enumerate(value):
+            try:
+                out.append(_convert_nullable(item, element, item_nullable))
+            except _BadValue as bad:
+                bad.path = f"[{index}]{bad.path}"
+                raise
+        return out
+
+    return convert
+
+
+def _struct_converter(type_: pa.DataType) -> _Converter:
+    children = [(f.name, _converter(f.type), f.nullable) for f in type_]
+    names = {f.name for f in type_}
+
+    def convert(value: Any) -> Any:
+        if not isinstance(value, dict):
+            raise _expect(type_, value)
+        for key in value:
+            if key not in names:
+                raise _BadValue(f'unexpected field "{key}"')
+        out = {}
+        for name, child, nullable in children:
+            try:
+                out[name] = _convert_nullable(child, value.get(name), nullable)
+            except _BadValue as bad:
+                bad.path = f".{name}{bad.path}"
+                raise
+        return out
+
+    return convert
+
+
+def _map_converter(type_: pa.DataType) -> _Converter:
+    key = _converter(type_.key_type)
+    item = _converter(type_.item_type)
+    item_nullable = type_.item_field.nullable
+
+    def convert(value: Any) -> Any:
+        if not isinstance(value, list):
+            raise _BadValue(f"expected {type_} as an array of [key, value] pairs, got {_show(value)}")
+        out = []
+        for index, entry in enumerate(value):
+            try:
+                if not isinstance(entry, list) or len(entry) != 2:
+                    raise _BadValue(f"expected a [key, value] pair, got {_show(entry)}")
+                out.append((_convert_nullable(key, entry[0], False), _convert_nullable(item, entry[1], item_nullable)))
+            except _BadValue as bad:
+                bad.path = f"[{index}]{bad.path}"
+                raise
+        return out
+
+    return convert
+
+
+_CONVERTERS: list[tuple[Callable[[pa.DataType], bool], Callable[[pa.DataType], _Converter]]] = [
+    (pa.types.is_null, _null_converter),
+    (pa.types.is_boolean, _bool_converter),
+    (pa.types.is_integer, _int_converter),
+    (pa.types.is_floating, _float_converter),
+    (is_string_like, _string_converter),
+    (is_binary_like, _binary_converter),
+    (lambda t: pa.types.is_date(t) or pa.types.is_timestamp(t) or pa.types.is_decimal(t), _text_converter),
+    (lambda t: pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t), _list_converter),
+    (pa.types.is_struct, _struct_converter),
+    (pa.types.is_map, _map_converter),
+]
+
+
+def _convert_nullable(convert: _Converter, value: Any, nullable: bool) -> Any:
+    if value is None:
+        if not nullable:
+            raise _BadValue("null in a field that is not nullable")
+        return None
+    return convert(value)
+
+
+# ---------------------------------------------------------------------------------------------- parsing
+
+
+class _ChunkParser:
+    """Parses runs of lines of one shard under one schema into tables of exactly that schema."""
+
+    def __init__(self, schema: pa.Schema, shard: str) -> None:
+        self.schema = schema
+        self.shard = shard
+        self._converters = [(f.name, _converter(f.type), f.nullable) for f in schema]
+        native = [_native_field_type(f.type) for f in schema]
+        self._native_schema = (
+            None
+            if any(t is None for t in native)
+            else pa.schema([pa.field(f.name, t) for f, t in zip(schema, native, strict=True)])
+        )
+
+    def parse(self, chunk: bytes, first_line: int) -> pa.Table:
+        if not chunk.strip():
+            return self.schema.empty_table()
+        if self._native_schema is not None:
+            table = self._parse_native(chunk)
+            if table is not None:
+                return table
+        return self._parse_python(chunk, first_line)
+
+    def _parse_native(self, chunk: bytes) -> pa.Table | None:
+        """The table from pyarrow's parser, or None when it refuses the chunk (the Python path decides)."""
+        parse = pj.ParseOptions(explicit_schema=self._native_schema, unexpected_field_behavior="error")
+        for block_size in (_PARSE_BLOCK_BYTES, len(chunk) + 1):
+            read = pj.ReadOptions(use_threads=True, block_size=max(block_size, 1024))
+            try:
+                table = pj.read_json(pa.BufferReader(chunk), read_options=read, parse_options=parse)
+            except pa.ArrowException as exc:
+                if "straddl" in str(exc) and block_size < len(chunk) + 1:
+                    continue
+                return None
+            try:
+                return self._finish_native(table)
+            except (RowProblem, pa.ArrowException, ValueError):
+                return None
+        return None
+
+    def _finish_native(self, table: pa.Table) -> pa.Table | None:
+        columns = []
+        for field, column in zip(self.schema, table.columns, strict=True):
+            array = column.combine_chunks()
+            if is_binary_like(field.type):
+                array = b64decode_array(array, field.type)
+            elif not array.type.equals(field.type):
+                array = array.cast(field.type, safe=True)
+            if not field.nullable and array.null_count:
+                return None
+            columns.append(array)
+        return pa.Table.from_arrays(columns, schema=self.schema)
+
+    def _parse_python(self, chunk: bytes, first_line: int) -> pa.Table:
+        """Parse line by line; raises FormatError naming the first bad line (and field)."""
+        values: list[list[Any]] = [[] for _ in self._converters]
+        lines: list[int] = []
+        names = set(self.schema.names)
+        for offset, raw in enumerate(chunk.split(b"\n")):
+            if not raw.strip():
+                continue
+            line = first_line + offset
+            record = self._decode_line(raw, line)
+            for key in record:
+                if key not in names:
+                    raise FormatError(f'{_at(self.shard, line)}: unexpected field "{key}"')
+            for column, (name, convert, nullable) in zip(values, self._converters, strict=True):
+                value = record.get(name)
+                if value is None and not nullable:
+                    what = "null" if name in record else "missing"
+                    raise FormatError(f"{_at(self.shard, line, name)}: {what}, but the field is not nullable")
+                try:
+                    column.append(None if value is None else convert(value))
+                except _BadValue as bad:
+                    raise FormatError(f"{_at(self.shard, line, name + bad.path)}: {bad.message}") from None
+            lines.append(line)
+        arrays = [self._build(field, column, lines) for field, column in zip(self.schema, values, strict=True)]
+        return pa.Table.from_arrays(arrays, schema=self.schema)
+
+    def _decode_line(self, raw: bytes, line: int) -> dict[str, Any]:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise FormatError(f"{_at(self.shard, line)}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from None
+        try:
+            record = _DECODER.decode(text)
+        except json.JSONDecodeError as exc:
+            raise FormatError(f"{_at(self.shard, line)}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+        except ValueError as exc:
+            raise FormatError(f"{_at(self.shard, line)}: invalid JSON ({exc})") from None
+        if not isinstance(record, dict):
+            raise FormatError(f"{_at(self.shard, line)}: expected a JSON object, got {_kind(record)}")
+        return record
+
+    def _build(self, field: pa.Field, values: list[Any], lines: list[int]) -> pa.Array:
+        wire = _wire_type(field.type)
+        try:
+            array = pa.array(values, type=wire)
+            return array if wire.equals(field.type) else array.cast(field.type, safe=True)
+        except (pa.ArrowException, ValueError, OverflowError) as exc:
+            problem = describe_exception(exc)
+        for index, value in enumerate(values):
+            if value is None:
+                continue
+            try:
+                pa.array([value], type=wire).cast(field.type, safe=True)
+            except (pa.ArrowException, ValueError, OverflowError):
+                raise FormatError(
+                    f"{_at(self.shard, lines[index], field.name)}: expected {field.type}, got {_show(value)}"
+                ) from None
+        raise FormatError(f'shard {self.shard} field "{field.name}": {problem}')
+
+
+# ---------------------------------------------------------------------------------------------- format
+
+
+class JsonlFormat(Format):
+    """JSON Lines (``.jsonl``), optionally compressed as a whole file (gzip, zstd, bz2, lz4).
+
+    Values are encoded as documented in ``docs/formats.md``: binary as base64 strings, non-finite floats as
+    the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``, timestamps as ISO-8601 strings (UTC with ``Z``
+    when the type has a time zone), dates and decimals as strings, maps as arrays of ``[key, value]``.
+    Reading with a schema refuses unknown fields; a missing field is null.
+    """
+
+    name: ClassVar[str] = "jsonl"
+    extensions: ClassVar[tuple[str, ...]] = (".jsonl", ".ndjson", ".jsonl.gz", ".jsonl.zst")
+    self_describing: ClassVar[bool] = False
+
+    def __init__(self, *, compression: str | None = None) -> None:
+        self.compression = check_stream_codec(compression)
+
+    def options(self) -> dict[str, Any]:
+        return {"compression": self.compression}
+
+    def unsupported(self, schema: pa.Schema) -> list[str]:
+        reasons = []
+        for field in schema:
+            reason = unsupported_json_type(field.type)
+            if reason:
+                reasons.append(f'field "{field.name}": {reason} (JSONL)')
+        return reasons
+
+    def _chunks(self, file: IO[bytes]) -> Iterator[tuple[int, bytes]]:
+        try:
+            yield from _iter_chunks(open_input_stream(file, self.compression))
+        except pa.ArrowException as exc:
+            raise FormatError(f"not readable as {self.compression}-compressed data ({describe_exception(exc)})") from None
+
+    def read_schema(self, file: IO[bytes], *, shard: str) -> pa.Schema:
+        """The schema pyarrow infers from the lines in the first ~1 MiB (every field nullable)."""
+        for _, chunk in self._named(self._chunks(file), shard):
+            if chunk.strip():
+                return _infer(_head(chunk, _INFER_BYTES), shard)
+        return pa.schema([])
+
+    def _named(self, chunks: Iterator[tuple[int, bytes]], shard: str) -> Iterator[tuple[int, bytes]]:
+        try:
+            yield from chunks
+        except FormatError as exc:
+            raise FormatError(f"shard {shard}: {exc}") from None
+
+    def iter_batches(
+        self,
+        file: IO[bytes],
+        *,
+        shard: str,
+        schema: pa.Schema | None = None,
+        columns: Sequence[str] | None = None,
+        batch_rows: int = DEFAULT_BATCH_ROWS,
+    ) -> Iterator[pa.RecordBatch]:
+        """Rows parsed with ``schema`` (or the schema inferred from the first lines when it is None)."""
+        parser: _ChunkParser | None = None
+        if schema is not None:
+            project_schema(schema, columns, shard=shard)
+            parser = self._parser(schema, shard)
+        for first_line, chunk in self._named(self._chunks(file), shard):
+            if parser is None:
+                if not chunk.strip():
+                    continue
+                parser = self._parser(_infer(_head(chunk, _INFER_BYTES), shard), shard)
+                project_schema(parser.schema, columns, shard=shard)
+            table = parser.parse(chunk, first_line)
+            if columns is not None:
+                table = table.select(list(columns))
+            yield from table.combine_chunks().to_batches(max_chunksize=batch_rows)
+
+    def _parser(self, schema: pa.Schema, shard: str) -> _ChunkParser:
+        reasons = self.unsupported(schema)
+        if reasons:
+            raise SchemaError(f"shard {shard}: " + "; ".join(reasons))
+        return _ChunkParser(schema, shard)
+
+    def open_writer(self, file: IO[bytes], schema: pa.Schema) -> FormatWriter:
+        reasons = self.unsupported(schema)
+        if reasons:
+            raise SchemaError("; ".join(reasons))
+        return _JsonlWriter(file, schema, self.compression)
+
+
+def _infer(head: bytes, shard: str) -> pa.Schema:
+    try:
+        table = pj.read_json(pa.BufferReader(head), read_options=pj.ReadOptions(block_size=len(head) + 1))
+    except pa.ArrowException as exc:
+        _locate_syntax(head, shard)
+        raise FormatError(
+            f"shard {shard}: cannot infer a schema from the first lines ({describe_exception(exc)}); give a schema"
+        ) from None
+    return table.schema
+
+
+def _locate_syntax(chunk: bytes, shard: str) -> None:
+    """Raise FormatError for the first line of ``chunk`` that is not a JSON object, if any."""
+    parser = _ChunkParser(pa.schema([]), shard)
+    for offset, raw in enumerate(chunk.split(b"\n")):
+        if raw.strip():
+            parser._decode_line(raw, 1 + offset)
+
+
+class _JsonlWriter(FormatWriter):
+    """Encodes each batch column-wise into lines and writes them; ``close`` finishes any compression."""
+
+    def __init__(self, file: IO[bytes], schema: pa.Schema, compression: str | None) -> None:
+        self._schema = schema
+        self._out = open_output_stream(file, compression)
+        self._closed = False
+
+    def write_batch(self, batch: pa.RecordBatch) -> None:
+        check_batch_schema(batch, self._schema, what="jsonl writer")
+        if batch.num_rows:
+            self._out.write(text_buffer(encode_lines(batch)))
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._out.close()

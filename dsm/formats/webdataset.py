@@ -1,0 +1,243 @@
+"""WebDataset: tar files whose members are grouped into samples by key.
+
+A member ``dir/abc.seg.json`` belongs to the sample with key ``dir/abc`` (the path up to the first ``.``
+of the base name) and fills the column ``seg.json`` (the rest, lowercased). A row is ``__key__`` plus one
+column per extension; an extension a sample lacks is null.
+
+>>> from dsm.formats.webdataset import WebDatasetFormat
+>>> WebDatasetFormat().name
+'webdataset'
+"""
+
+from __future__ import annotations
+
+import io
+import posixpath
+import tarfile
+from collections.abc import Iterator, Sequence
+from typing import IO, Any, ClassVar
+
+import pyarrow as pa
+
+from dsm.errors import FormatError, SchemaError
+from dsm.formats._common import (
+    PositionTrackingSink,
+    check_batch_schema,
+    is_string_like,
+    project_schema,
+)
+from dsm.formats.base import DEFAULT_BATCH_ROWS, Format, FormatWriter
+
+__all__ = ["KEY_FIELD", "TEXT_EXTENSIONS", "WebDatasetFormat", "split_member"]
+
+KEY_FIELD = "__key__"
+TEXT_EXTENSIONS = frozenset(
+    {"txt", "text", "json", "cls", "cls2", "id", "caption", "html", "xml", "md", "csv", "tsv"}
+)
+"""Extensions read as strings when no schema is given; every other extension is binary."""
+
+_INFER_SAMPLES = 1000
+_BATCH_BYTES = 64 * 1024 * 1024
+
+_Sample = tuple[str, dict[str, bytes]]
+
+
+def split_member(path: str) -> tuple[str, str] | None:
+    """``(key, extension)`` of a member path by the WebDataset convention, or None without an extension."""
+    directory, base = posixpath.split(path)
+    dot = base.find(".")
+    if dot <= 0 or dot == len(base) - 1:
+        return None
+    key = posixpath.join(directory, base[:dot]) if directory else base[:dot]
+    return key, base[dot + 1 :].lower()
+
+
+def _is_binary(type_: pa.DataType) -> bool:
+    return bool(pa.types.is_binary(type_) or pa.types.is_large_binary(type_))
+
+
+class WebDatasetFormat(Format):
+    """WebDataset tar shards (read streaming; written deterministically, GNU tar format).
+
+    Columns: ``__key__`` (string, not null) and one string or binary column per extension. Written
+    members have mtime 0, uid/gid 0, empty owner names and mode 0o644, in schema field order per sample;
+    nulls are omitted.
+    """
+
+    name: ClassVar[str] = "webdataset"
+    extensions: ClassVar[tuple[str, ...]] = (".tar",)
+    self_describing: ClassVar[bool] = False
+
+    def options(self) -> dict[str, Any]:
+        return {}
+
+    def unsupported(self, schema: pa.Schema) -> list[str]:
+        reasons = []
+        if schema.get_field_index(KEY_FIELD) < 0 or not is_string_like(schema.field(KEY_FIELD).type):
+            reasons.append(f'field "{KEY_FIELD}": a string field "{KEY_FIELD}" is required (webdataset)')
+        for field in schema:
+            if field.name == KEY_FIELD:
+                continue
+            if not (is_string_like(field.type) or _is_binary(field.type)):
+                reasons.append(f'field "{field.name}": type {field.type} cannot be stored (webdataset: string or binary)')
+            elif not field.name or field.name != field.name.lower() or "/" in field.name or field.name.startswith("."):
+                reasons.append(f'field "{field.name}": not usable as a file extension (lowercase, no "/")')
+        return reasons
+
+    # ------------------------------------------------------------------------------------------ reading
+
+    def _samples(self, file: IO[bytes], shard: str) -> Iterator[_Sample]:
+        """Samples in file order; members of one key must be consecutive."""
+        seen: set[str] = set()
+        key: str | None = None
+        members: dict[str, bytes] = {}
+        try:
+            with tarfile.open(fileobj=file, mode="r|") as archive:
+                for member in archive:
+                    if not member.isfile():
+                        continue
+                    parts = split_member(member.name)
+                    if parts is None:
+                        raise FormatError(f'shard {shard}: member "{member.name}" has no key.extension name')
+                    if parts[0] != key:
+                        if key is not None:
+                            yield key, members
+                        key, members = parts[0], {}
+                        if key in seen:
+                            raise FormatError(
+                                f'shard {shard}: sample "{key}" is split: its members are not consecutive '
+                                f'(again at member "{member.name}")'
+                            )
+                        seen.add(key)
+                    if parts[1] in members:
+                        raise FormatError(f'shard {shard}: sample "{key}" has two "{parts[1]}" members')
+                    handle = archive.extractfile(member)
+                    members[parts[1]] = handle.read() if handle is not None else b""
+        except (tarfile.TarError, EOFError) as exc:
+            raise FormatError(f"shard {shard}: not a readable tar file ({exc})") from None
+        if key is not None:
+            yield key, members
+
+    def read_schema(self, file: IO[bytes], *, shard: str) -> pa.Schema:
+        """``__key__`` plus the extensions of the first samples (sorted), typed by ``TEXT_EXTENSIONS``."""
+        extensions: set[str] = set()
+        for index, (_, members) in enumerate(self._samples(file, shard)):
+            extensions.update(members)
+            if index + 1 >= _INFER_SAMPLES:
+                break
+        fields = [pa.field(KEY_FIELD, pa.string(), nullable=False)]
+        fields += [pa.field(ext, pa.string() if ext in TEXT_EXTENSIONS else pa.binary()) for ext in sorted(extensions)]
+        return pa.schema(fields)
+
+    def iter_batches(
+        self,
+        file: IO[bytes],
+        *,
+        shard: str,
+        schema: pa.Schema | None = None,
+        columns: Sequence[str] | None = None,
+        batch_rows: int = DEFAULT_BATCH_ROWS,
+    ) -> Iterator[pa.RecordBatch]:
+        """One row per sample; a member whose extension is not in ``schema`` is a FormatError."""
+        if schema is None:
+            schema = self.read_schema(file, shard=shard)
+            file.seek(0)
+        reasons = self.unsupported(schema)
+        if reasons:
+            raise SchemaError(f"shard {shard}: " + "; ".join(reasons))
+        target = project_schema(schema, columns, shard=shard)
+        rows: list[_Sample] = []
+        size = 0
+        for key, members in self._samples(file, shard):
+            unknown = sorted(set(members) - set(schema.names))
+            if unknown:
+                raise FormatError(f'shard {shard}: sample "{key}" has member "{key}.{unknown[0]}", not a field of the schema')
+            rows.append((key, members))
+            size += sum(len(value) for value in members.values())
+            if len(rows) >= batch_rows or size >= _BATCH_BYTES:
+                yield self._batch(rows, target, shard)
+                rows, size = [], 0
+        if rows:
+            yield self._batch(rows, target, shard)
+
+    def _batch(self, rows: list[_Sample], target: pa.Schema, shard: str) -> pa.RecordBatch:
+        arrays = []
+        for field in target:
+            if field.name == KEY_FIELD:
+                arrays.append(pa.array([key for key, _ in rows], type=field.type))
+                continue
+            values: list[Any] = [members.get(field.name) for _, members in rows]
+            if is_string_like(field.type):
+                values = [self._text(v, key, field.name, shard) for v, (key, _) in zip(values, rows, strict=True)]
+            if not field.nullable and any(v is None for v in values):
+                key = next(k for v, (k, _) in zip(values, rows, strict=True) if v is None)
+                raise FormatError(f'shard {shard}: sample "{key}" has no "{field.name}" member (field not nullable)')
+            arrays.append(pa.array(values, type=field.type))
+        return pa.RecordBatch.from_arrays(arrays, schema=target)
+
+    @staticmethod
+    def _text(value: bytes | None, key: str, extension: str, shard: str) -> str | None:
+        if value is None:
+            return None
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise FormatError(f'shard {shard}: member "{key}.{extension}" is not valid UTF-8 ({exc.reason})') from None
+
+    def count_rows(self, file: IO[bytes], *, shard: str, schema: pa.Schema | None = None) -> int:
+        """Samples in the file (members are read, not decoded)."""
+        return sum(1 for _ in self._samples(file, shard))
+
+    # ------------------------------------------------------------------------------------------ writing
+
+    def open_writer(self, file: IO[bytes], schema: pa.Schema) -> FormatWriter:
+        reasons = self.unsupported(schema)
+        if reasons:
+            raise SchemaError("; ".join(reasons))
+        return _TarWriter(file, schema)
+
+
+class _TarWriter(FormatWriter):
+    def __init__(self, file: IO[bytes], schema: pa.Schema) -> None:
+        self._schema = schema
+        self._archive = tarfile.open(
+            fileobj=PositionTrackingSink(file),  # type: ignore[arg-type]
+            mode="w|",
+            format=tarfile.GNU_FORMAT,
+            encoding="utf-8",
+        )
+        self._closed = False
+
+    def write_batch(self, batch: pa.RecordBatch) -> None:
+        check_batch_schema(batch, self._schema, what="webdataset writer")
+        names = [name for name in batch.schema.names if name != KEY_FIELD]
+        keys = batch.column(KEY_FIELD).to_pylist()
+        columns = [batch.column(name).to_pylist() for name in names]
+        for row, key in enumerate(keys):
+            self._check_key(key)
+            for name, column in zip(names, columns, strict=True):
+                value = column[row]
+                if value is not None:
+                    self._add(f"{key}.{name}", value.encode("utf-8") if isinstance(value, str) else value)
+
+    @staticmethod
+    def _check_key(key: str | None) -> None:
+        if not key or split_member(f"{key}.x") != (key, "x"):
+            raise FormatError(
+                f"webdataset key {key!r} cannot be written: keys are non-empty and their last path part has no '.'"
+            )
+
+    def _add(self, name: str, data: bytes) -> None:
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        info.mtime = 0
+        info.mode = 0o644
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        info.type = tarfile.REGTYPE
+        self._archive.addfile(info, io.BytesIO(data))
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._archive.close()
