@@ -9,11 +9,18 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,s3,azure]'
+	$(BIN)/python -m pip install --quiet -e '.[test,s3,azure,torch]'
 	rm -f $(VENV)/.installed-*
 	touch $@
 
-install: $(STAMP)
+# Azurite (the Azure Blob emulator the tests run) from npm, into this project's node_modules, never globally.
+NODE_STAMP := node_modules/.installed-$(shell cat package.json package-lock.json | cksum | cut -d' ' -f1)
+
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+install: $(STAMP) $(NODE_STAMP)
 
 DEMO_REGISTRY := demo-data/registry
 
@@ -41,6 +48,8 @@ test: lint typecheck unit
 
 bench: install
 	$(BIN)/python benchmarks/verify.py
+	$(BIN)/python benchmarks/read.py
+	$(BIN)/python benchmarks/bench_overhead.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

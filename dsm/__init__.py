@@ -1,23 +1,16 @@
 """dsm: register, verify, rewrite, benchmark and move ML datasets under YAML contracts.
 
-The public API is the commands layer: ``dsm.verify(...)`` is ``dsm verify``.
+The public API is the commands layer: ``dsm.verify(...)`` is ``dsm verify``. Names load on first use.
 
 >>> import dsm
 >>> report = dsm.verify("web-text@prod")  # doctest: +SKIP
 """
 
-from dsm.commands import (
-    DatasetEntry,
-    ShardReport,
-    VerifyReport,
-    alias,
-    contract_schema,
-    ls,
-    register,
-    show,
-    verify,
-)
-from dsm.contract import Contract, DatasetFingerprint, Field, Lineage, Schema, Shard
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from dsm.errors import (
     CheckFailed,
     ConflictError,
@@ -27,38 +20,105 @@ from dsm.errors import (
     FormatError,
     InputError,
     SchemaError,
+    StateError,
     StorageError,
 )
-from dsm.registry import AliasMove, Registry
+
+if TYPE_CHECKING:
+    from dsm.commands import (
+        DatasetEntry,
+        RewriteResult,
+        ShardReport,
+        VerifyReport,
+        alias,
+        contract_schema,
+        convert_format,
+        ls,
+        register,
+        reshard,
+        show,
+        verify,
+    )
+    from dsm.commands.bench import BenchReport, bench
+    from dsm.commands.cutover import (
+        CutoverPlan,
+        CutoverReport,
+        cutover_status,
+        list_cutovers,
+        plan_cutover,
+        resume_cutover,
+        rollback_cutover,
+        run_cutover,
+        start_cutover,
+    )
+    from dsm.commands.diff import ContractDiff, diff
+    from dsm.contract import Contract, DatasetFingerprint, Field, Lineage, Schema, Shard
+    from dsm.dataset import Dataset, DatasetIterator, ReadReport, merge_states, open
+    from dsm.registry import AliasMove, Registry
 
 __version__ = "0.1.0"
 
+_EXPORTS = {
+    "DatasetEntry": "dsm.commands",
+    "ShardReport": "dsm.commands",
+    "VerifyReport": "dsm.commands",
+    "alias": "dsm.commands",
+    "contract_schema": "dsm.commands",
+    "ls": "dsm.commands",
+    "register": "dsm.commands",
+    "show": "dsm.commands",
+    "verify": "dsm.commands",
+    "RewriteResult": "dsm.commands",
+    "convert_format": "dsm.commands",
+    "reshard": "dsm.commands",
+    "BenchReport": "dsm.commands.bench",
+    "bench": "dsm.commands.bench",
+    "CutoverPlan": "dsm.commands.cutover",
+    "CutoverReport": "dsm.commands.cutover",
+    "cutover_status": "dsm.commands.cutover",
+    "list_cutovers": "dsm.commands.cutover",
+    "plan_cutover": "dsm.commands.cutover",
+    "resume_cutover": "dsm.commands.cutover",
+    "rollback_cutover": "dsm.commands.cutover",
+    "run_cutover": "dsm.commands.cutover",
+    "start_cutover": "dsm.commands.cutover",
+    "ContractDiff": "dsm.commands.diff",
+    "diff": "dsm.commands.diff",
+    "Contract": "dsm.contract",
+    "DatasetFingerprint": "dsm.contract",
+    "Field": "dsm.contract",
+    "Lineage": "dsm.contract",
+    "Schema": "dsm.contract",
+    "Shard": "dsm.contract",
+    "AliasMove": "dsm.registry",
+    "Dataset": "dsm.dataset",
+    "DatasetIterator": "dsm.dataset",
+    "ReadReport": "dsm.dataset",
+    "merge_states": "dsm.dataset",
+    "open": "dsm.dataset",
+    "Registry": "dsm.registry",
+}
+
 __all__ = [
-    "AliasMove",
     "CheckFailed",
     "ConflictError",
-    "Contract",
     "ContractError",
-    "DatasetEntry",
-    "DatasetFingerprint",
     "DatasetNotFound",
     "DsmError",
-    "Field",
     "FormatError",
     "InputError",
-    "Lineage",
-    "Registry",
-    "Schema",
     "SchemaError",
-    "Shard",
-    "ShardReport",
+    "StateError",
     "StorageError",
-    "VerifyReport",
     "__version__",
-    "alias",
-    "contract_schema",
-    "ls",
-    "register",
-    "show",
-    "verify",
+    *sorted(_EXPORTS),
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dsm' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

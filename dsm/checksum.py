@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import IO, Any, Protocol
 
 import xxhash
@@ -21,6 +21,7 @@ __all__ = [
     "Hasher",
     "algorithm_of",
     "file_checksum",
+    "file_checksums",
     "known_algorithms",
     "new_hasher",
     "register_algorithm",
@@ -84,7 +85,22 @@ def file_checksum(
     Reads in blocks of :data:`READ_BLOCK` into one reused buffer, so memory stays flat and the hash (which
     releases the GIL) can run beside other threads.
     """
-    hasher = new_hasher(algorithm)
+    return file_checksums(file, (algorithm,), on_bytes=on_bytes)[algorithm]
+
+
+def file_checksums(
+    file: IO[bytes],
+    algorithms: Sequence[str],
+    *,
+    on_bytes: Callable[[int], None] | None = None,
+) -> dict[str, str]:
+    """Several checksums of everything readable from ``file`` in one pass: ``{algorithm: "ALGORITHM:HEX"}``.
+
+    >>> import io
+    >>> sorted(file_checksums(io.BytesIO(b"abc"), ["md5", "xxh3-128"]).values())[0]
+    'md5:900150983cd24fb0d6963f7d28e17f72'
+    """
+    hashers = {algorithm: new_hasher(algorithm) for algorithm in dict.fromkeys(algorithms)}
     buffer = bytearray(READ_BLOCK)
     view = memoryview(buffer)
     readinto = getattr(file, "readinto", None)
@@ -93,13 +109,14 @@ def file_checksum(
             n = readinto(view)
             if not n:
                 break
-            hasher.update(view[:n])
+            chunk: Any = view[:n]
         else:
             chunk = file.read(READ_BLOCK)
             if not chunk:
                 break
             n = len(chunk)
+        for hasher in hashers.values():
             hasher.update(chunk)
         if on_bytes is not None:
             on_bytes(n)
-    return f"{algorithm}:{hasher.hexdigest()}"
+    return {algorithm: f"{algorithm}:{hasher.hexdigest()}" for algorithm, hasher in hashers.items()}

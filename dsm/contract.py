@@ -150,6 +150,9 @@ class Shard:
     checksum: str | None = None
     fingerprint: str | None = None
     ordered_fingerprint: str | None = None
+    server_checksum: str | None = None
+    """A full-object checksum the object store keeps (``crc64nvme:..``, ``md5:..``), recorded so that
+    ``dsm verify --fast`` can check the shard without reading it; never an ETag (docs/storage.md)."""
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Shard:
@@ -164,6 +167,7 @@ class Shard:
                 "checksum": self.checksum,
                 "fingerprint": self.fingerprint,
                 "ordered_fingerprint": self.ordered_fingerprint,
+                "server_checksum": self.server_checksum,
             }
         )
 
@@ -356,20 +360,26 @@ def _check_version(data: Mapping[str, Any], source: str) -> None:
         )
 
 
-def _validate(data: Mapping[str, Any], source: str, text: str | None) -> None:
-    import jsonschema
+@cache
+def _compiled_validator() -> Any:
+    import fastjsonschema
 
-    validator = jsonschema.Draft202012Validator(contract_json_schema())
-    errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
-    if not errors:
-        _check_semantics(data, source)
-        return
-    error = jsonschema.exceptions.best_match(errors)
-    path = list(error.absolute_path)
-    where = _path_text(path)
-    line = _line_of(text, path) if text is not None else None
-    at = f" (line {line})" if line else ""
-    raise ContractError(f"{source}{at}: field {where}: {error.message}")
+    return fastjsonschema.compile(contract_json_schema())
+
+
+def _validate(data: Mapping[str, Any], source: str, text: str | None) -> None:
+    import fastjsonschema
+
+    try:
+        _compiled_validator()(data)
+    except fastjsonschema.JsonSchemaValueException as error:
+        path = [int(p) if isinstance(p, str) and p.isdigit() else p for p in (error.path or [])[1:]]
+        where = _path_text(path)
+        line = _line_of(text, path) if text is not None else None
+        at = f" (line {line})" if line else ""
+        message = error.message.removeprefix(str(error.name)).strip() if error.name else error.message
+        raise ContractError(f"{source}{at}: field {where}: {message}") from None
+    _check_semantics(data, source)
 
 
 def _check_semantics(data: Mapping[str, Any], source: str) -> None:

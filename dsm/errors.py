@@ -7,7 +7,8 @@
     │   ├── ContractError                  a contract that does not load or validate
     │   ├── ReferenceError_ (LookupError)  an unknown dataset, version or alias
     │   ├── FormatError                    a shard that cannot be decoded (names shard, line or field)
-    │   └── SchemaError                    a schema that does not fit (format, shards, contract)
+    │   ├── SchemaError                    a schema that does not fit (format, shards, contract)
+    │   └── StateError                     a reader checkpoint that does not fit the iterator it is loaded into
     ├── CheckFailed                        the data failed a check (fingerprint mismatch, gate)   -> exit 1
     ├── StorageError (OSError)             storage or environment failure; safe to retry          -> exit 3
     │   └── ConflictError                  lost a race (version or alias written by someone else)
@@ -27,6 +28,7 @@ __all__ = [
     "FormatError",
     "InputError",
     "SchemaError",
+    "StateError",
     "StorageError",
 ]
 
@@ -57,6 +59,10 @@ class FormatError(InputError):
 
 class SchemaError(InputError):
     """A schema that does not fit: shards disagree, a format cannot hold it, or data does not match."""
+
+
+class StateError(InputError):
+    """A reader checkpoint (``state_dict``) that does not fit: another dataset, seed, epoch, or rank layout."""
 
 
 class CheckFailed(DsmError):

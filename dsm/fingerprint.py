@@ -13,9 +13,7 @@ Everything is vectorised with NumPy over Arrow buffers; only variable-length val
 take one C hash call per value.
 
 >>> import pyarrow as pa
->>> acc = RowDigest.empty()
->>> acc = acc.update(pa.record_batch({"id": [1, 2]}))
->>> acc.rows
+>>> digest_batch(pa.record_batch({"id": [1, 2]})).rows
 2
 """
 
@@ -23,7 +21,6 @@ from __future__ import annotations
 
 import decimal
 from collections.abc import Iterable
-from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -31,17 +28,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
-from dsm.errors import InputError, SchemaError
+from dsm.digest import ALGORITHM, G1, G2, P, RowDigest
+from dsm.errors import SchemaError
 
-__all__ = ["ALGORITHM", "RowDigest", "hash_rows", "hash_values"]
+__all__ = ["ALGORITHM", "RowDigest", "digest_batch", "digest_batches", "hash_rows", "hash_values"]
 
-ALGORITHM = "dsm-rows-v1"
 
 _U64 = np.uint64
-_MASK64 = (1 << 64) - 1
-_P = (1 << 61) - 1  # Mersenne prime modulus of the ordered digest
-_G1 = 0x1A2B3C4D5E6F789 % _P  # the two bases of the ordered digest
-_G2 = 0x0FEDCBA987654321 % _P
+_P = P
 
 # Tags: domain separation between types that share a bit pattern (fixed forever for dsm-rows-v1).
 _NULL = 0x9E3779B97F4A7C15
@@ -327,72 +321,18 @@ def _poly(values: np.ndarray, base: int) -> int:
     return ((high << 32) + low) % _P
 
 
-@dataclass(frozen=True, kw_only=True)
-class RowDigest:
-    """The fingerprint state of a sequence of rows; combine parts with ``+`` (concatenation).
+def digest_batch(batch: pa.RecordBatch | pa.Table) -> RowDigest:
+    """The :class:`RowDigest` of the rows of ``batch``."""
+    row_hashes = hash_rows(batch)
+    return RowDigest(
+        rows=batch.num_rows,
+        u1=int(np.sum(_fmix64(row_hashes ^ _U64(_K_UNORDERED_1)), dtype=_U64)),
+        u2=int(np.sum(_fmix64(row_hashes ^ _U64(_K_UNORDERED_2)), dtype=_U64)),
+        o1=_poly(row_hashes, G1),
+        o2=_poly(_fmix64(row_hashes), G2),
+    )
 
-    ``unordered`` and ``ordered`` give the hex digests stored in contracts.
-    """
 
-    rows: int
-    u1: int
-    u2: int
-    o1: int
-    o2: int
-
-    @classmethod
-    def empty(cls) -> RowDigest:
-        return cls(rows=0, u1=0, u2=0, o1=0, o2=0)
-
-    @classmethod
-    def of_batch(cls, batch: pa.RecordBatch | pa.Table) -> RowDigest:
-        row_hashes = hash_rows(batch)
-        return cls(
-            rows=batch.num_rows,
-            u1=int(np.sum(_fmix64(row_hashes ^ _U64(_K_UNORDERED_1)), dtype=_U64)),
-            u2=int(np.sum(_fmix64(row_hashes ^ _U64(_K_UNORDERED_2)), dtype=_U64)),
-            o1=_poly(row_hashes, _G1),
-            o2=_poly(_fmix64(row_hashes), _G2),
-        )
-
-    def update(self, batch: pa.RecordBatch | pa.Table) -> RowDigest:
-        return self + RowDigest.of_batch(batch)
-
-    def __add__(self, other: RowDigest) -> RowDigest:
-        """The digest of these rows followed by ``other``'s rows."""
-        return RowDigest(
-            rows=self.rows + other.rows,
-            u1=(self.u1 + other.u1) & _MASK64,
-            u2=(self.u2 + other.u2) & _MASK64,
-            o1=(self.o1 * pow(_G1, other.rows, _P) + other.o1) % _P,
-            o2=(self.o2 * pow(_G2, other.rows, _P) + other.o2) % _P,
-        )
-
-    @property
-    def unordered(self) -> str:
-        return f"{self.u1:016x}{self.u2:016x}"
-
-    @property
-    def ordered(self) -> str:
-        return f"{self.o1:016x}{self.o2:016x}"
-
-    @classmethod
-    def from_hex(cls, *, rows: int, unordered: str, ordered: str) -> RowDigest:
-        """Rebuild a digest from a contract's values, to combine shards into the dataset's digest."""
-        try:
-            return cls(
-                rows=rows,
-                u1=int(unordered[:16], 16),
-                u2=int(unordered[16:32], 16),
-                o1=int(ordered[:16], 16),
-                o2=int(ordered[16:32], 16),
-            )
-        except ValueError:
-            raise InputError(f"not a {ALGORITHM} digest: {unordered!r} / {ordered!r}") from None
-
-    @classmethod
-    def combine(cls, parts: Iterable[RowDigest]) -> RowDigest:
-        total = cls.empty()
-        for part in parts:
-            total = total + part
-        return total
+def digest_batches(batches: Iterable[pa.RecordBatch | pa.Table]) -> RowDigest:
+    """The :class:`RowDigest` of all rows of ``batches`` in order."""
+    return RowDigest.combine(digest_batch(b) for b in batches)

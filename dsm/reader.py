@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import IO
 
 import pyarrow as pa
 
 from dsm.errors import FormatError, SchemaError
-from dsm.fingerprint import RowDigest
+from dsm.digest import RowDigest
+from dsm.fingerprint import digest_batch
 from dsm.formats import DEFAULT_BATCH_ROWS, Format
 from dsm.storage import Location, redact
 
-__all__ = ["ShardDigest", "digest_shard", "iter_shard", "shard_schema"]
+__all__ = ["ShardDigest", "digest_shard", "fragment_count", "iter_open_shard", "iter_shard", "shard_schema"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,14 +58,51 @@ def iter_shard(
 ) -> Iterator[pa.RecordBatch]:
     """Stream one shard's rows as record batches (with ``schema``: exactly that schema)."""
     with loc.open(path) as handle:
-        try:
-            yield from fmt.iter_batches(handle, shard=path, schema=schema, columns=columns, batch_rows=batch_rows)
-        except (FormatError, SchemaError):
+        yield from iter_open_shard(
+            handle, loc, path, fmt, schema=schema, columns=columns, batch_rows=batch_rows
+        )
+
+
+def iter_open_shard(
+    handle: IO[bytes],
+    loc: Location,
+    path: str,
+    fmt: Format,
+    *,
+    schema: pa.Schema | None = None,
+    columns: Sequence[str] | None = None,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    fragments: Sequence[int] | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """:func:`iter_shard` over a file the caller opened (and closes), so that it can wrap or time the file.
+
+    With ``fragments`` (see :meth:`Format.fragment_count`), only those pieces are decoded, in that order.
+    """
+    try:
+        if fragments is None:
+            yield from fmt.iter_batches(
+                handle, shard=path, schema=schema, columns=columns, batch_rows=batch_rows
+            )
+        else:
+            yield from fmt.iter_fragments(
+                handle, fragments, shard=path, schema=schema, columns=columns, batch_rows=batch_rows
+            )
+    except (FormatError, SchemaError):
+        raise
+    except (pa.ArrowException, ValueError, UnicodeDecodeError, EOFError, OSError) as exc:
+        if isinstance(exc, OSError) and not isinstance(exc, pa.ArrowException):
             raise
-        except (pa.ArrowException, ValueError, UnicodeDecodeError, EOFError, OSError) as exc:
-            if isinstance(exc, OSError) and not isinstance(exc, pa.ArrowException):
-                raise
-            raise _decode_errors(loc, path, exc) from None
+        raise _decode_errors(loc, path, exc) from None
+
+
+def fragment_count(handle: IO[bytes], loc: Location, path: str, fmt: Format) -> int:
+    """How many independently decodable pieces an open shard has (Parquet: row groups; else 1)."""
+    try:
+        return fmt.fragment_count(handle, shard=path)
+    except (FormatError, SchemaError):
+        raise
+    except (pa.ArrowException, ValueError, EOFError) as exc:
+        raise _decode_errors(loc, path, exc) from None
 
 
 def digest_shard(
@@ -73,14 +112,16 @@ def digest_shard(
     *,
     schema: pa.Schema | None,
     on_rows: Callable[[int], None] | None = None,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
 ) -> ShardDigest:
-    """Decode one shard and compute its row digest. Batches are checked against ``schema`` when given."""
+    """Decode one shard and compute its row digest. Batches are checked against ``schema`` when given;
+    ``batch_rows`` bounds the rows decoded at once (smaller for wide rows keeps memory flat)."""
     digest = RowDigest.empty()
     seen_schema: pa.Schema | None = None
-    for batch in iter_shard(loc, path, fmt, schema=schema):
+    for batch in iter_shard(loc, path, fmt, schema=schema, batch_rows=batch_rows):
         if seen_schema is None:
             seen_schema = batch.schema
-        digest = digest.update(batch)
+        digest = digest + digest_batch(batch)
         if on_rows is not None:
             on_rows(batch.num_rows)
     if seen_schema is None:

@@ -4,6 +4,9 @@ Layout::
 
     NAME/versions/1.yaml, 2.yaml, ...   one file per version, created once, never overwritten
     NAME/aliases.yaml                   {alias: version}, replaced atomically (compare-and-swap)
+    NAME/status.yaml                    {version: {status, reason, at, by}}: statuses given later
+                                        (deprecated, retired), replaced atomically
+    NAME/cutovers/ID/                   the journal and lease of a cutover (dsm.cutover)
 
 A reference is ``NAME`` (latest), ``NAME@3``, ``NAME@prod`` (an alias), or a contract file path.
 
@@ -27,11 +30,12 @@ from dsm.contract import Contract
 from dsm.errors import ConflictError, ContractError, DatasetNotFound, InputError
 from dsm.storage import Location, compare_and_swap, location, redact
 
-__all__ = ["AliasMove", "Registry", "default_registry_url", "parse_reference"]
+__all__ = ["AliasMove", "Registry", "VersionStatus", "default_registry_url", "parse_reference"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _VERSION_FILE = re.compile(r"^(\d+)\.yaml$")
 _RESERVED_ALIASES = {"latest"}
+_STATUSES = ("draft", "active", "deprecated", "retired")
 _PUBLISH_ATTEMPTS = 100
 
 
@@ -55,15 +59,51 @@ def parse_reference(ref: str) -> tuple[str, str | None]:
 
 @dataclass(frozen=True, kw_only=True)
 class AliasMove:
-    """An alias that was set: where it points now and where it pointed before (None: it is new)."""
+    """An alias that was set: where it points now and where it pointed before (None: it is new).
+
+    ``atomic`` is False when the registry's store has no conditional writes (the move was a check
+    followed by a write, see docs/storage.md).
+    """
 
     name: str
     alias: str
     version: int
     previous: int | None
+    atomic: bool = True
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "alias": self.alias, "version": self.version, "previous": self.previous}
+        return {
+            "name": self.name,
+            "alias": self.alias,
+            "version": self.version,
+            "previous": self.previous,
+            "atomic": self.atomic,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class VersionStatus:
+    """A status given to a version after it was written (deprecated by a cutover, retired when its data
+    was deleted): why, when, and by what (a cutover id)."""
+
+    version: int
+    status: str
+    reason: str
+    at: str
+    by: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "reason": self.reason, "at": self.at, "by": self.by}
+
+    @classmethod
+    def from_dict(cls, version: int, data: Mapping[str, Any]) -> VersionStatus:
+        return cls(
+            version=version,
+            status=str(data["status"]),
+            reason=str(data.get("reason", "")),
+            at=str(data.get("at", "")),
+            by=data.get("by"),
+        )
 
 
 class Registry:
@@ -107,7 +147,9 @@ class Registry:
                 raise DatasetNotFound(f"no dataset named {name!r} in registry {redact(self.url)}")
             raise DatasetNotFound(f"{name}@{version} does not exist; versions of {name}: {known}")
         text = self.location.read_bytes(rel).decode("utf-8")
-        return Contract.from_yaml(text, source=redact(self.location.url_of(rel)))
+        contract = Contract.from_yaml(text, source=redact(self.location.url_of(rel)))
+        status = self.statuses(name).get(version)
+        return contract.evolve(status=status.status) if status is not None else contract
 
     def resolve(self, ref: str | Contract) -> Contract:
         """The contract a reference names. Accepts a :class:`Contract` as it is."""
@@ -157,17 +199,75 @@ class Registry:
                 version += 1
         raise ConflictError(f"could not find a free version number for {contract.name}; retry")
 
-    def set_alias(self, name: str, alias: str, version: int) -> AliasMove:
-        """Point ``alias`` at ``version`` atomically; report where it pointed before."""
+    def set_alias(self, name: str, alias: str, version: int, *, if_points_to: int | None = None) -> AliasMove:
+        """Point ``alias`` at ``version`` atomically; report where it pointed before.
+
+        With ``if_points_to``, move it only if it points at that version now (a compare-and-set on the
+        alias's value: ConflictError names where it points instead). A retired version (its data deleted)
+        is refused.
+        """
         if alias in _RESERVED_ALIASES or alias.isdigit() or not _NAME.match(alias):
             raise InputError(f"{alias!r} cannot be an alias (it must be a name, not a number or 'latest')")
         if version not in self.versions(name):
             raise DatasetNotFound(f"{name}@{version} does not exist; versions of {name}: {self.versions(name)}")
+        status = self.statuses(name).get(version)
+        if status is not None and status.status == "retired":
+            raise InputError(f"{name}@{version} is retired ({status.reason}); an alias cannot point at it")
         current, raw = self._read_aliases(name)
+        if if_points_to is not None and current.get(alias) != if_points_to:
+            raise ConflictError(
+                f"{name}@{alias} points at {current.get(alias)}, not at {if_points_to}: someone moved it; "
+                "it was not changed"
+            )
         updated = {**current, alias: version}
         new = yaml.safe_dump(dict(sorted(updated.items())), sort_keys=True).encode("utf-8")
-        compare_and_swap(self.location, f"{name}/aliases.yaml", raw, new)
-        return AliasMove(name=name, alias=alias, version=version, previous=current.get(alias))
+        atomic = compare_and_swap(self.location, f"{name}/aliases.yaml", raw, new)
+        return AliasMove(name=name, alias=alias, version=version, previous=current.get(alias), atomic=atomic)
+
+    def statuses(self, name: str) -> dict[int, VersionStatus]:
+        """The versions of ``name`` whose status changed after they were written (``NAME/status.yaml``)."""
+        return self._read_statuses(name)[0]
+
+    def set_status(
+        self, name: str, version: int, status: str, *, reason: str, by: str | None = None
+    ) -> VersionStatus:
+        """Record that ``name@version`` is now ``status`` (``deprecated``, ``retired``...), atomically.
+
+        Version files are never rewritten: the status lives in ``NAME/status.yaml`` and :meth:`get`
+        reports it as the contract's ``status``.
+        """
+        if status not in _STATUSES:
+            raise InputError(f"{status!r} is not a dataset status; one of {', '.join(_STATUSES)}")
+        known = self.versions(name)
+        if version not in known:
+            raise DatasetNotFound(f"{name}@{version} does not exist; versions of {name}: {known}")
+        current, raw = self._read_statuses(name)
+        entry = VersionStatus(
+            version=version,
+            status=status,
+            reason=reason,
+            by=by,
+            at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        )
+        updated = {**current, version: entry}
+        body = {v: e.to_dict() for v, e in sorted(updated.items())}
+        new = yaml.safe_dump(body, sort_keys=False).encode("utf-8")
+        compare_and_swap(self.location, f"{name}/status.yaml", raw, new)
+        return entry
+
+    def _read_statuses(self, name: str) -> tuple[dict[int, VersionStatus], bytes | None]:
+        rel = f"{name}/status.yaml"
+        if not self.location.exists(rel):
+            return {}, None
+        raw = self.location.read_bytes(rel)
+        try:
+            data = yaml.safe_load(raw) or {}
+            return {int(v): VersionStatus.from_dict(int(v), e) for v, e in data.items()}, raw
+        except (yaml.YAMLError, AttributeError, KeyError, TypeError, ValueError):
+            raise ContractError(
+                f"{redact(self.location.url_of(rel))}: expected a mapping of version to "
+                "{status, reason, at, by}"
+            ) from None
 
     def _read_aliases(self, name: str) -> tuple[dict[str, int], bytes | None]:
         rel = f"{name}/aliases.yaml"

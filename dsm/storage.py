@@ -1,8 +1,15 @@
 """Storage: every path dsm touches goes through fsspec, addressed by URL.
 
 A :class:`Location` is a filesystem plus a root path. Writes that readers may see are atomic: a file is
-written under a temporary name and renamed (local disk), or uploaded as one object (object stores, where an
-object appears only when its upload completes). ``create_exclusive`` never overwrites.
+written under a temporary name and renamed (local disk), or uploaded as one object that appears only when
+its upload completes and is abandoned, never committed, when the writer fails (S3, Azure Blob).
+``create_exclusive`` never overwrites and ``compare_and_swap`` replaces only what it read: on local disk
+with ``link()`` and a lock file, on object stores with conditional writes (``dsm.object_store``).
+
+Options reach the filesystem from ``DSM_STORAGE_OPTIONS`` and ``storage_options``, keyed by protocol or
+URL prefix so that a registry and its data can sit on different stores (see :func:`options_for` and
+docs/storage.md). Credentials stay where users keep them (environment, profiles, connection strings);
+:func:`redact` hides them in everything dsm prints, logs or writes.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ import json
 import os
 import posixpath
 import re
+import urllib.parse
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -21,15 +29,19 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from dsm.errors import ConflictError, DatasetNotFound, InputError, StorageError
+from dsm.object_store import ObjectStore, store_for
 
 __all__ = [
+    "TEMP_MARKER",
     "FileInfo",
     "Location",
-    "TEMP_MARKER",
     "compare_and_swap",
     "is_temporary",
     "location",
+    "options_for",
+    "public_url",
     "redact",
+    "remember_secret",
     "storage_errors",
     "storage_options_from_env",
 ]
@@ -47,24 +59,80 @@ _INSTALL_HINTS = {
     "gcs": "pip install gcsfs",
 }
 
-_SECRET_KEYS = re.compile(
-    r"(secret|password|passwd|token|key|sig|credential|connection_string|sas)", re.IGNORECASE
-)
+# Option names whose values are credentials: split on "_" / "-", any of these words marks a secret.
+_SECRET_WORDS = {
+    "secret",
+    "password",
+    "passwd",
+    "token",
+    "key",
+    "credential",
+    "credentials",
+    "sas",
+    "sig",
+    "signature",
+    "connection",
+    "conn",
+}
+_NOT_SECRET = {"signature_version", "key_prefix", "sse_kms_key_id", "requester_pays"}
 _URL_USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^/@:\s]*):(?P<pw>[^/@\s]+)@", re.I)
-_QUERY_SECRET = re.compile(r"(?P<k>[?&](?:sig|skoid|sktid|token|key|code|password)=)(?P<v>[^&\s\"']+)", re.I)
-_CONN_SECRET = re.compile(r"(?P<k>(?:AccountKey|SharedAccessSignature|Password)=)(?P<v>[^;\s\"']+)", re.I)
+# Query parameters of SAS tokens and presigned URLs that grant access (only after "?" or "&").
+_QUERY_SECRET_NAMES = (
+    "sig", "se", "sp", "sv", "st", "spr", "srt", "ss", "skoid", "sktid", "skt", "ske", "sks", "skv",
+    "token", "key", "code", "x-amz-signature", "x-amz-credential", "x-amz-security-token", "awsaccesskeyid",
+    "signature",
+)  # fmt: skip
+_QUERY_SECRET = re.compile(
+    r"(?P<k>(?<=[?&])(?:" + "|".join(map(re.escape, _QUERY_SECRET_NAMES)) + r")=)(?P<v>[^&\s\"']+)", re.I
+)
+_CONN_SECRET = re.compile(
+    r"(?P<k>(?:AccountKey|SharedAccessSignature|SharedAccessKey|Password|Pwd)=)(?P<v>[^;\s\"']+)", re.I
+)
+# Environment variables where the SDKs read credentials from: their values are hidden too.
+_SECRET_ENV = (
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_SECURITY_TOKEN",
+    "AZURE_STORAGE_KEY",
+    "AZURE_STORAGE_ACCOUNT_KEY",
+    "AZURE_STORAGE_CONNECTION_STRING",
+    "AZURE_STORAGE_SAS_TOKEN",
+    "AZURE_STORAGE_CLIENT_SECRET",
+    "AZURE_CLIENT_SECRET",
+    "GOOGLE_APPLICATION_CREDENTIALS_JSON",
+)
+_MIN_SECRET = 8  # shorter values cannot be real credentials, and hiding them would mangle ordinary words
 
 _registered_secrets: set[str] = set()
 
 
 def remember_secret(value: str) -> None:
-    """Make ``redact`` hide this exact value wherever it appears (used for option values)."""
-    if value and len(value) >= 4:
+    """Make :func:`redact` hide this exact value wherever it appears (option values, environment)."""
+    if value and len(value) >= _MIN_SECRET:
         _registered_secrets.add(value)
+        for part in _CONN_SECRET.finditer(value):  # a connection string's key on its own, too
+            if len(part["v"]) >= _MIN_SECRET:
+                _registered_secrets.add(part["v"])
+
+
+def _remember_env_secrets() -> None:
+    for name in _SECRET_ENV:
+        value = os.environ.get(name)
+        if value:
+            remember_secret(value)
 
 
 def redact(text: str) -> str:
-    """Replace credentials in ``text`` (URL passwords, SAS signatures, account keys, known option values)."""
+    """Replace credentials in ``text`` with ``***``.
+
+    Hidden: passwords in URLs (``s3://user:***@...``), SAS and presigned-URL query parameters, keys in
+    connection strings, every value given in a secret-named storage option, and the values of the
+    environment variables the SDKs read credentials from.
+
+    >>> redact("az://c/p?sv=2024&sig=abcd1234")
+    'az://c/p?sv=***&sig=***'
+    """
+    _remember_env_secrets()
     text = _URL_USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:***@", text)
     text = _QUERY_SECRET.sub(lambda m: f"{m['k']}***", text)
     text = _CONN_SECRET.sub(lambda m: f"{m['k']}***", text)
@@ -73,8 +141,32 @@ def redact(text: str) -> str:
     return text
 
 
+def public_url(url: str) -> str:
+    """``url`` without any credential in it, still usable as an address (for contracts and journals).
+
+    Userinfo with a password is dropped and secret query parameters are removed; the credentials belong
+    in the environment or in storage options, not in a contract.
+
+    >>> public_url("s3://AKIA:secret@bucket/data?versionId=3")
+    's3://bucket/data?versionId=3'
+    """
+    if "://" not in url:
+        return url
+    parts = urllib.parse.urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, host = netloc.rpartition("@")
+        netloc = host if ":" in userinfo else netloc
+    query = "&".join(
+        pair
+        for pair in parts.query.split("&")
+        if pair and pair.partition("=")[0].lower() not in _QUERY_SECRET_NAMES
+    )
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
 def storage_options_from_env() -> dict[str, Any]:
-    """Options from ``DSM_STORAGE_OPTIONS`` (a JSON object), or ``{}``."""
+    """``DSM_STORAGE_OPTIONS`` as given (a JSON object, possibly keyed by protocol or URL), or ``{}``."""
     raw = os.environ.get("DSM_STORAGE_OPTIONS", "").strip()
     if not raw:
         return {}
@@ -87,12 +179,88 @@ def storage_options_from_env() -> dict[str, Any]:
     return value
 
 
+def _is_secret_option(key: str) -> bool:
+    name = key.lower()
+    return name not in _NOT_SECRET and bool(set(re.split(r"[_\-.]", name)) & _SECRET_WORDS)
+
+
 def _remember_option_secrets(options: Mapping[str, Any]) -> None:
     for key, value in options.items():
-        if isinstance(value, str) and _SECRET_KEYS.search(key):
+        if isinstance(value, str) and _is_secret_option(str(key)):
             remember_secret(value)
         elif isinstance(value, Mapping):
             _remember_option_secrets(value)
+
+
+_LOCAL_PROTOCOLS = {"file", "local"}
+# Protocol names that share options: options under "az" apply to abfs:// URLs too, and so on.
+_FAMILIES = {
+    "s3": ("s3", "s3a"),
+    "s3a": ("s3", "s3a"),
+    "az": ("az", "abfs", "abfss"),
+    "abfs": ("az", "abfs", "abfss"),
+    "abfss": ("az", "abfs", "abfss"),
+    "gs": ("gs", "gcs"),
+    "gcs": ("gs", "gcs"),
+    "file": ("file", "local"),
+    "local": ("file", "local"),
+}
+
+
+def _protocol_names() -> set[str]:
+    return {*fsspec.available_protocols(), *_FAMILIES}
+
+
+def protocol_of(url: str) -> str:
+    """The protocol of a URL (``s3`` of ``s3://b/k``); ``file`` for a plain path."""
+    head, sep, _ = str(url).partition("://")
+    return head.lower() if sep and "/" not in head else "file"
+
+
+def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` overlaid with ``extra``; nested mappings (``config_kwargs``) are merged, not replaced."""
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _merge(dict(out[key]), value)
+        else:
+            out[key] = value
+    return out
+
+
+def options_for(url: str, *layers: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The filesystem options for ``url`` from ``layers`` of keyed options (later layers win).
+
+    In each layer, a key that is a protocol name (``s3``, ``az``, ``gs``, ``memory``, ``file``, ...) with
+    an object value holds that protocol's options (``az`` also serves ``abfs``/``abfss``, ``s3`` also
+    ``s3a``); a key that is a URL prefix (``"s3://bucket"``) with an object value holds options for URLs
+    under it, the longest prefix winning; every other key applies to every URL that is not a local path.
+
+    >>> options_for("s3://b/x", {"anon": True, "s3": {"endpoint_url": "http://s3.test"}, "az": {"anon": 0}})
+    {'anon': True, 'endpoint_url': 'http://s3.test'}
+    """
+    protocol = protocol_of(url)
+    names = _protocol_names()
+    family = _FAMILIES.get(protocol, (protocol,))
+    out: dict[str, Any] = {}
+    for layer in layers:
+        if not layer:
+            continue
+        flat = {
+            k: v for k, v in layer.items() if not (isinstance(v, Mapping) and (k in names or "://" in str(k)))
+        }
+        if protocol not in _LOCAL_PROTOCOLS:
+            out = _merge(out, flat)
+        for name in family:
+            if isinstance(layer.get(name), Mapping):
+                out = _merge(out, layer[name])
+        prefixes = sorted(
+            (str(k) for k, v in layer.items() if "://" in str(k) and isinstance(v, Mapping)), key=len
+        )
+        for prefix in prefixes:
+            if url == prefix or url.startswith(prefix.rstrip("/") + "/"):
+                out = _merge(out, layer[prefix])
+    return out
 
 
 @contextlib.contextmanager
@@ -126,7 +294,7 @@ def is_temporary(path: str) -> bool:
 
 @dataclass(frozen=True, kw_only=True)
 class Location:
-    """A folder (or object prefix) at a URL. ``url`` is what the user gave, with secrets redacted on output."""
+    """A folder (or object prefix) at a URL. ``url`` is what the user gave; messages show it redacted."""
 
     url: str
     fs: Any
@@ -141,6 +309,16 @@ class Location:
     @property
     def is_local(self) -> bool:
         return isinstance(self.fs, LocalFileSystem)
+
+    @property
+    def store(self) -> ObjectStore:
+        """The conditional-write and server-checksum support of this location's store."""
+        return store_for(self.protocol)
+
+    @property
+    def atomic_writes(self) -> bool:
+        """Whether ``create_exclusive`` and ``compare_and_swap`` are atomic here (not check-then-write)."""
+        return self.is_local or self.store.atomic
 
     def path(self, rel: str = "") -> str:
         """The filesystem path of ``rel`` under the root."""
@@ -208,9 +386,15 @@ class Location:
     def atomic_writer(self, rel: str) -> Iterator[IO[bytes]]:
         """Write ``rel`` so that readers see either nothing or the whole file.
 
-        The bytes go to a temporary name, renamed over ``rel`` when the block ends without error; on error
-        the temporary file is removed and ``rel`` is untouched.
+        Local disk and stores without upload sessions: the bytes go to a temporary name, renamed over
+        ``rel`` when the block ends without error. S3 and Azure Blob: the object is uploaded directly (it
+        appears only when its upload completes, so no copy is needed); on error the upload is abandoned
+        (S3 multipart upload aborted, Azure blocks left uncommitted) and ``rel`` is untouched.
         """
+        if self.protocol in _DIRECT_UPLOAD:
+            with self._direct_writer(rel) as handle:
+                yield handle
+            return
         tmp = self.temp_name(rel)
         parent = posixpath.dirname(self.path(rel))
         with storage_errors(self.url_of(rel)):
@@ -227,12 +411,32 @@ class Location:
                 self.fs.rm(self.path(tmp))
             raise
 
+    @contextlib.contextmanager
+    def _direct_writer(self, rel: str) -> Iterator[IO[bytes]]:
+        with storage_errors(self.url_of(rel)):
+            handle = self.fs.open(self.path(rel), "wb")
+        try:
+            yield handle
+        except BaseException:
+            # Never close(): closing commits what was written. Abort the upload and mark the file closed.
+            with contextlib.suppress(Exception):
+                handle.discard()
+            handle.closed = True
+            raise
+        with storage_errors(self.url_of(rel)):
+            handle.close()
+
     def write_bytes_atomic(self, rel: str, data: bytes) -> None:
         with self.atomic_writer(rel) as handle:
             handle.write(data)
 
     def create_exclusive(self, rel: str, data: bytes) -> None:
-        """Create ``rel`` with ``data``; raise :class:`ConflictError` if it exists. Never overwrites."""
+        """Create ``rel`` with ``data``; raise :class:`ConflictError` if it exists. Never overwrites.
+
+        Atomic on local disk (``link()``), S3 (``If-None-Match: *``), Azure Blob and ``memory://``; on
+        other stores a check precedes the write and a :class:`~dsm.object_store.NonAtomicWriteWarning`
+        says so.
+        """
         if self.is_local:
             final = self.path(rel)
             os.makedirs(os.path.dirname(final) or ".", exist_ok=True)
@@ -245,30 +449,58 @@ class Location:
                 try:
                     os.link(tmp, final)  # link() fails if the name exists: an atomic create-if-absent
                 except FileExistsError:
-                    raise ConflictError(f"{self.url_of(rel)} already exists; it was not overwritten") from None
+                    raise ConflictError(
+                        f"{self.url_of(rel)} already exists; it was not overwritten"
+                    ) from None
                 finally:
                     os.unlink(tmp)
             return
         with storage_errors(self.url_of(rel)):
-            if self.fs.exists(self.path(rel)):
-                raise ConflictError(f"{redact(self.url_of(rel))} already exists; it was not overwritten")
-            self.fs.pipe_file(self.path(rel), data)
+            self.store.create_exclusive(self, rel, data)
 
     def remove(self, rel: str) -> None:
         with storage_errors(self.url_of(rel)):
             self.fs.rm(self.path(rel))
 
 
+_DIRECT_UPLOAD = {"s3", "s3a", "az", "abfs", "abfss"}
+_USERINFO_AS_OPTIONS = {"s3": ("key", "secret"), "s3a": ("key", "secret")}
+
+
+def _credentials_from_url(url: str, protocol: str) -> tuple[str, dict[str, str]]:
+    """``s3://KEY:SECRET@bucket/p`` -> (``s3://bucket/p``, {"key": KEY, "secret": SECRET}).
+
+    s3fs does not read credentials from a URL (it would take ``KEY:SECRET@bucket`` for a bucket name and
+    log it), so they become options and the URL dsm keeps, shows and records has none.
+    """
+    names = _USERINFO_AS_OPTIONS.get(protocol)
+    match = _URL_USERINFO.match(url)
+    if names is None or match is None:
+        return url, {}
+    user = urllib.parse.unquote(match["user"])
+    password = urllib.parse.unquote(match["pw"])
+    remember_secret(password)
+    return match["scheme"] + url[match.end() :], {names[0]: user, names[1]: password}
+
+
 def location(url: str, storage_options: Mapping[str, Any] | None = None) -> Location:
     """The :class:`Location` for ``url`` (any fsspec URL or local path).
 
-    Options come from ``DSM_STORAGE_OPTIONS`` (JSON) overlaid with ``storage_options``; credentials are
-    left to each backend's own mechanisms (environment, profiles, connection strings).
+    Options are dsm's defaults for the store (retries, listing cache off, read caching) overlaid with
+    ``DSM_STORAGE_OPTIONS`` and then ``storage_options``, each resolved for this URL by
+    :func:`options_for`. Credentials are left to each backend's own mechanisms (environment, profiles,
+    connection strings). A missing backend is an :class:`InputError` that says what to install.
     """
-    options = {**storage_options_from_env(), **(storage_options or {})}
-    _remember_option_secrets(options)
     url = str(url)
-    protocol = url.split("://", 1)[0] if "://" in url else "file"
+    protocol = protocol_of(url)
+    url, url_credentials = _credentials_from_url(url, protocol)
+    env_options = storage_options_from_env()
+    _remember_option_secrets(env_options)
+    _remember_option_secrets(storage_options or {})
+    store = store_for(protocol) if protocol not in _LOCAL_PROTOCOLS else None
+    defaults = store.default_options() if store is not None else {}
+    options = {**options_for(url, {protocol: defaults}, env_options, storage_options), **url_credentials}
+    own = {k: options.pop(k) for k in list(options) if store is not None and k in store.own_options}
     try:
         fs, root = fsspec.core.url_to_fs(url, **options)
     except ImportError as exc:
@@ -278,17 +510,25 @@ def location(url: str, storage_options: Mapping[str, Any] | None = None) -> Loca
         if "Protocol not known" in str(exc):
             raise InputError(f"{redact(url)}: unknown storage protocol {protocol}://") from None
         raise InputError(f"{redact(url)}: {redact(str(exc))}") from None
+    except TypeError as exc:
+        raise InputError(
+            f"{redact(url)}: a storage option does not fit {protocol}://: {redact(str(exc))}"
+        ) from None
     if isinstance(fs, LocalFileSystem):
         root = os.path.abspath(root)
+    elif store is not None:
+        store.prepare(fs, own)
     return Location(url=url, fs=fs, root=root.rstrip("/") if root not in ("/", "") else root, options=options)
 
 
-def compare_and_swap(loc: Location, rel: str, expected: bytes | None, new: bytes) -> None:
+def compare_and_swap(loc: Location, rel: str, expected: bytes | None, new: bytes) -> bool:
     """Replace ``rel`` with ``new`` only if it still holds ``expected`` (``None``: absent).
 
-    On local disk a lock file serialises writers and the swap is an atomic rename. Other stores are
-    handled by ``dsm.object_store`` where conditional writes exist; elsewhere the check and the write are
-    two steps and a racing writer could slip between them.
+    Raises :class:`ConflictError` when another writer changed it. Returns whether the swap was atomic:
+    on local disk a lock file serialises writers and the swap is an atomic rename; S3 and Azure Blob use
+    a write conditioned on the ETag read with ``expected``; ``memory://`` holds a process lock. On other
+    stores the check and the write are two steps (False, with a
+    :class:`~dsm.object_store.NonAtomicWriteWarning`).
     """
     if loc.is_local:
         import fcntl
@@ -304,9 +544,7 @@ def compare_and_swap(loc: Location, rel: str, expected: bytes | None, new: bytes
                 loc.write_bytes_atomic(rel, new)
             finally:
                 fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
-        return
+        return True
     with storage_errors(loc.url_of(rel)):
-        current = loc.fs.cat_file(loc.path(rel)) if loc.fs.exists(loc.path(rel)) else None
-        if current != expected:
-            raise ConflictError(f"{redact(loc.url_of(rel))} was changed by another writer; retry")
-        loc.fs.pipe_file(loc.path(rel), new)
+        loc.store.compare_and_swap(loc, rel, expected, new)
+    return loc.store.atomic

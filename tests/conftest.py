@@ -37,7 +37,10 @@ class StorageRoot:
         return location(self.url, self.options).fs
 
 
-STORAGE_KINDS = ["local", "memory"]
+STORAGE_KINDS = ["local", "memory", "s3", "azure"]
+
+# Session fixtures that start moto (S3) and Azurite (Azure Blob), and the s3_storage / azure_storage roots.
+pytest_plugins = ["tests.servers"]
 
 
 @pytest.fixture(params=STORAGE_KINDS)

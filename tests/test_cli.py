@@ -87,7 +87,13 @@ def test_malformed_jsonl_exits_2_and_writes_nothing(tmp_path: Path) -> None:
 def test_ls_show_alias(registered: tuple[str, Path]) -> None:
     registry, _ = registered
     moved = run("alias", "sample", "prod", "1", "--registry", registry, "--json")
-    assert json.loads(moved.stdout) == {"name": "sample", "alias": "prod", "version": 1, "previous": None}
+    assert json.loads(moved.stdout) == {
+        "name": "sample",
+        "alias": "prod",
+        "version": 1,
+        "previous": None,
+        "atomic": True,
+    }
     listed = json.loads(run("ls", "--registry", registry, "--json").stdout)
     assert listed[0]["name"] == "sample" and listed[0]["aliases"] == {"prod": 1}
     shown = json.loads(run("show", "sample@prod", "--registry", registry, "--json").stdout)

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from dsm.fingerprint import ALGORITHM, RowDigest, hash_values
+from dsm.fingerprint import ALGORITHM, RowDigest, digest_batch, hash_values
 
 
 def vector_table() -> pa.Table:
@@ -66,19 +66,19 @@ def test_value_hashes_are_pinned(column: str) -> None:
 
 
 def test_table_digest_is_pinned() -> None:
-    digest = RowDigest.of_batch(vector_table())
+    digest = digest_batch(vector_table())
     assert (digest.rows, digest.unordered, digest.ordered) == (4, TABLE_UNORDERED, TABLE_ORDERED)
 
 
 def test_empty_digest_is_zero() -> None:
-    empty = RowDigest.of_batch(vector_table().slice(0, 0))
+    empty = digest_batch(vector_table().slice(0, 0))
     assert empty.unordered == "0" * 32 and empty.ordered == "0" * 32
 
 
 def test_unordered_ignores_order_and_ordered_does_not() -> None:
     table = vector_table()
     reversed_ = table.take([3, 2, 1, 0])
-    a, b = RowDigest.of_batch(table), RowDigest.of_batch(reversed_)
+    a, b = digest_batch(table), digest_batch(reversed_)
     assert a.unordered == b.unordered
     assert a.ordered != b.ordered
 
@@ -86,8 +86,8 @@ def test_unordered_ignores_order_and_ordered_does_not() -> None:
 @pytest.mark.parametrize("split", [0, 1, 2, 3, 4])
 def test_shards_combine_to_the_whole(split: int) -> None:
     table = vector_table()
-    whole = RowDigest.of_batch(table)
-    parts = RowDigest.of_batch(table.slice(0, split)) + RowDigest.of_batch(table.slice(split))
+    whole = digest_batch(table)
+    parts = digest_batch(table.slice(0, split)) + digest_batch(table.slice(split))
     assert parts == whole
     back = RowDigest.from_hex(rows=whole.rows, unordered=whole.unordered, ordered=whole.ordered)
     assert back == whole
@@ -96,9 +96,9 @@ def test_shards_combine_to_the_whole(split: int) -> None:
 def test_column_order_does_not_matter_but_names_do() -> None:
     table = vector_table()
     shuffled = table.select(list(reversed(table.column_names)))
-    assert RowDigest.of_batch(shuffled) == RowDigest.of_batch(table)
+    assert digest_batch(shuffled) == digest_batch(table)
     renamed = table.rename_columns([f"x_{n}" for n in table.column_names])
-    assert RowDigest.of_batch(renamed).unordered != RowDigest.of_batch(table).unordered
+    assert digest_batch(renamed).unordered != digest_batch(table).unordered
 
 
 @pytest.mark.parametrize(
@@ -154,6 +154,6 @@ def test_large_batch_matches_sum_of_small_batches() -> None:
     rng = np.random.default_rng(1)
     n = 50_000
     table = pa.table({"x": rng.integers(0, 1 << 40, n), "s": [f"row {i}" for i in range(n)]})
-    whole = RowDigest.of_batch(table)
-    pieces = RowDigest.combine(RowDigest.of_batch(b) for b in table.to_batches(max_chunksize=777))
+    whole = digest_batch(table)
+    pieces = RowDigest.combine(digest_batch(b) for b in table.to_batches(max_chunksize=777))
     assert whole == pieces

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-import dsm.commands as commands
+from dsm import commands
 from dsm.cli import CheckFailedExit, exits
 from dsm.cli.render import console, human_bytes, print_json, progress_for
 from dsm.errors import InputError
@@ -33,23 +33,32 @@ StorageOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--storage-option",
-        help="Filesystem option KEY=VALUE (repeatable; values parsed as JSON when they are JSON).",
+        help="Filesystem option KEY=VALUE, or PROTOCOL:KEY=VALUE for one protocol's URLs (repeatable; "
+        "values parsed as JSON when they are JSON).",
     ),
 ]
 WorkersOpt = Annotated[int | None, typer.Option("--workers", min=1, help="Parallel workers (default: the cores).")]
 
 
 def storage_options(pairs: list[str] | None) -> dict[str, Any]:
-    """``["endpoint_url=http://...", "anon=true"]`` -> ``{"endpoint_url": "http://...", "anon": True}``."""
+    """``["endpoint_url=http://...", "anon=true"]`` -> ``{"endpoint_url": "http://...", "anon": True}``.
+
+    ``PROTOCOL:KEY=VALUE`` (``s3:endpoint_url=...``) applies to that protocol's URLs only.
+    """
     options: dict[str, Any] = {}
     for pair in pairs or []:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise InputError(f"--storage-option {pair!r}: expected KEY=VALUE")
+            raise InputError(f"--storage-option {pair!r}: expected KEY=VALUE or PROTOCOL:KEY=VALUE")
         try:
-            options[key] = json.loads(value)
+            parsed: Any = json.loads(value)
         except json.JSONDecodeError:
-            options[key] = value
+            parsed = value
+        protocol, colon, name = key.partition(":")
+        if colon and protocol and name:
+            options.setdefault(protocol, {})[name] = parsed
+        else:
+            options[key] = parsed
     return options
 
 
@@ -100,12 +109,21 @@ def register(
 
 @app.command(
     epilog="Examples:\n\n  dsm verify web-text@prod\n\n  dsm verify web-text@3 --deep --json\n\n"
+    "  dsm verify web-text@prod --fast   (S3/Azure: use the store's checksums, read nothing)\n\n"
     "Exit codes: 0 every shard holds, 1 a shard failed a check, 2 bad input, 3 storage failure."
 )
 @exits
 def verify(
     ref: Annotated[str, typer.Argument(help="Dataset reference: NAME, NAME@N, NAME@ALIAS or a contract file.")],
     deep: Annotated[bool, typer.Option("--deep", help="Also decode rows: schema, counts, row fingerprint.")] = False,
+    fast: Annotated[
+        bool,
+        typer.Option(
+            "--fast",
+            help="On object stores, check shards by the store's full-object checksum recorded at registration "
+            "instead of reading them (verified_by: server); others are read.",
+        ),
+    ] = False,
     workers: WorkersOpt = None,
     registry: RegistryOpt = None,
     storage_option: StorageOpt = None,
@@ -115,6 +133,7 @@ def verify(
     report = commands.verify(
         ref,
         deep=deep,
+        fast=fast,
         registry=registry,
         workers=workers,
         storage_options=storage_option and storage_options(storage_option),
@@ -162,7 +181,8 @@ def ls_(registry: RegistryOpt = None, storage_option: StorageOpt = None, json_ou
         table.add_row(
             e.name,
             str(e.latest.version),
-            str(len(e.versions)),
+            str(len(e.versions))
+            + "".join(f" ({k}: {s})" for k, s in sorted(e.statuses.items()) if s in ("deprecated", "retired")),
             aliases,
             e.latest.format,
             str(len(e.latest.shards)),
@@ -207,6 +227,8 @@ def alias(
         return
     before = f"was {move.previous}" if move.previous is not None else "new"
     console.print(f"{move.name}@{move.alias} → {move.version} ({before})")
+    if not move.atomic:
+        console.print("  warning: this registry's store has no conditional writes; the move was not atomic")
 
 
 @app.command(epilog="Example:\n\n  dsm schema > contract.schema.json")
@@ -214,3 +236,9 @@ def alias(
 def schema(json_output: JsonOpt = False) -> None:
     """Print the JSON Schema that contract files are validated against."""
     print_json(commands.contract_schema())
+
+
+import dsm.cli.rewrite  # noqa: E402, F401  (convert-format, reshard)
+import dsm.cli.bench  # noqa: E402, F401  (bench)
+import dsm.cli.cutover  # noqa: E402, F401  (cutover plan/start/run/resume/rollback/status/list)
+import dsm.cli.diff  # noqa: E402, F401  (diff)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dsm.commands._common import open_registry, resolve
@@ -15,12 +15,16 @@ __all__ = ["DatasetEntry", "alias", "contract_schema", "ls", "show"]
 
 @dataclass(frozen=True, kw_only=True)
 class DatasetEntry:
-    """One dataset in the registry: its versions, the latest one's summary, and its aliases."""
+    """One dataset in the registry: its versions, the latest one's summary, and its aliases.
+
+    ``statuses`` holds the versions whose status changed after they were written (``deprecated`` by a
+    cutover, ``retired`` once their data was deleted)."""
 
     name: str
     versions: tuple[int, ...]
     aliases: Mapping[str, int]
     latest: Contract
+    statuses: Mapping[int, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -34,6 +38,7 @@ class DatasetEntry:
             "rows": self.latest.total_rows,
             "bytes": self.latest.total_bytes,
             "location": self.latest.location,
+            "statuses": {str(v): s for v, s in sorted(self.statuses.items())},
         }
 
 
@@ -45,7 +50,11 @@ def ls(*, registry: str | Registry | None = None, storage_options: Mapping[str, 
         versions = reg.versions(name)
         entries.append(
             DatasetEntry(
-                name=name, versions=tuple(versions), aliases=reg.aliases(name), latest=reg.get(name, versions[-1])
+                name=name,
+                versions=tuple(versions),
+                aliases=reg.aliases(name),
+                latest=reg.get(name, versions[-1]),
+                statuses={v: s.status for v, s in reg.statuses(name).items()},
             )
         )
     return entries

@@ -11,15 +11,14 @@ from typing import Any
 import pyarrow as pa
 import yaml
 
-from dsm.checksum import DEFAULT_ALGORITHM, file_checksum
 from dsm.commands._common import now_utc, open_registry, tool_name
-from dsm.contract import Contract, DatasetFingerprint, Lineage, Schema, Shard
+from dsm.contract import Contract, Lineage, Schema
 from dsm.engine import NullProgress, Progress, map_units
 from dsm.errors import ContractError, InputError, SchemaError
-from dsm.fingerprint import ALGORITHM, RowDigest
 from dsm.formats import Format, detect_format, get_format
-from dsm.reader import digest_shard, shard_schema
+from dsm.reader import shard_schema
 from dsm.registry import Registry, load_contract_file
+from dsm.shards import DescribedShard, contract_location, dataset_fingerprint, describe_shard
 from dsm.storage import FileInfo, Location, location, redact
 from dsm.validators.schema import schema_differences
 
@@ -161,47 +160,27 @@ def register(
     total = sum(f.size for f in scan.files)
     progress.start(total_bytes=2 * total, total_units=len(scan.files), description=f"register {name}")
 
-    def unit(info: FileInfo) -> tuple[str, RowDigest]:
-        with scan.root.open(info.path) as handle:
-            checksum = file_checksum(handle, DEFAULT_ALGORITHM, on_bytes=progress.advance)
-        found = digest_shard(scan.root, info.path, fmt, schema=arrow_schema)
+    def unit(info: FileInfo) -> DescribedShard:
+        found = describe_shard(
+            scan.root, info.path, fmt, arrow_schema, size=info.size, on_bytes=progress.advance
+        )
         progress.advance(info.size)
-        return checksum, found.digest
+        return found
 
     try:
         results = map_units(unit, scan.files, workers=workers)
     finally:
         progress.finish()
-    shards = []
-    digests = []
-    for info, (checksum, digest) in zip(scan.files, results, strict=True):
-        digests.append(digest)
-        shards.append(
-            Shard(
-                path=info.path,
-                bytes=info.size,
-                rows=digest.rows,
-                checksum=checksum,
-                fingerprint=digest.unordered,
-                ordered_fingerprint=digest.ordered,
-            )
-        )
-    total_digest = RowDigest.combine(digests)
     metadata = {"source_glob": scan.pattern} if scan.pattern else {}
     contract = Contract(
         name=name,
         description=description,
         owners=tuple(owners),
-        location=_location_url(scan.root),
+        location=contract_location(scan.root),
         format=scan.format,
         schema=Schema.from_arrow(arrow_schema, annotations=given, key=key),
-        shards=tuple(shards),
-        fingerprint=DatasetFingerprint(
-            algorithm=ALGORITHM,
-            rows=total_digest.rows,
-            unordered=total_digest.unordered,
-            ordered=total_digest.ordered,
-        ),
+        shards=tuple(r.shard for r in results),
+        fingerprint=dataset_fingerprint(r.digest for r in results),
         lineage=Lineage(
             operation="register",
             parameters={"source": redact(source), "format": scan.format},
@@ -211,11 +190,3 @@ def register(
         metadata=metadata,
     )
     return reg.publish(contract)
-
-
-
-def _location_url(loc: Location) -> str:
-    """The URL stored in a contract: absolute for local paths, credentials never included."""
-    if loc.is_local:
-        return loc.root
-    return redact(loc.url.rstrip("/"))

@@ -22,6 +22,7 @@ __all__ = [
     "conform_batch",
     "describe_exception",
     "is_binary_like",
+    "is_codec_error",
     "is_string_like",
     "open_input_stream",
     "open_output_stream",
@@ -127,6 +128,11 @@ def check_stream_codec(compression: str | None) -> str | None:
     return compression
 
 
+def is_codec_error(exc: BaseException, compression: str | None) -> bool:
+    """True for a decompression failure raised by Arrow (a plain OSError), not a storage error."""
+    return compression is not None and (isinstance(exc, pa.ArrowException) or type(exc) is OSError)
+
+
 def open_input_stream(file: IO[bytes], compression: str | None) -> Any:
     """A readable stream of the file's (decompressed) bytes; never closes ``file``."""
     if compression is None:
@@ -211,7 +217,10 @@ def slice_batches(batch: pa.RecordBatch, batch_rows: int) -> Iterator[pa.RecordB
 
 def b64encode_array(array: pa.Array) -> pa.Array:
     """Standard base64 (with padding) of each binary value, as a string array; nulls stay null."""
-    values = [None if v is None else binascii.b2a_base64(v, newline=False).decode("ascii") for v in array.to_pylist()]
+    values = [
+        None if v is None else binascii.b2a_base64(v, newline=False).decode("ascii")
+        for v in array.to_pylist()
+    ]
     return pa.array(values, type=pa.large_string() if pa.types.is_large_binary(array.type) else pa.string())
 
 

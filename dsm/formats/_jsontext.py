@@ -186,7 +186,12 @@ def encode_values(array: pa.Array) -> pa.Array:
 
 def encode_lines(batch: pa.RecordBatch) -> pa.Array:
     """One JSON object per row, keys in schema order, each text ending with ``\\n``."""
-    texts = [encode_values(column) for column in batch.columns]
+    texts = []
+    for name, column in zip(batch.schema.names, batch.columns, strict=True):
+        try:
+            texts.append(encode_values(column))
+        except SchemaError as exc:
+            raise SchemaError(f'field "{name}": {exc}') from None
     objects = _object(batch.schema.names, texts, batch.num_rows)
     return _join(objects, _s("\n"))
 

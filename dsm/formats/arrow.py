@@ -87,7 +87,9 @@ class ArrowFormat(Format):
         for name in target.names:
             index = stored.get_field_index(name)
             if index < 0:
-                raise SchemaError(f'shard {shard}: field "{name}" is not in the file (it has: {", ".join(stored.names)})')
+                raise SchemaError(
+                    f'shard {shard}: field "{name}" is not in the file (it has: {", ".join(stored.names)})'
+                )
             indices.append(index)
         file.seek(0)
         reader = self._open(file, shard, ipc.IpcReadOptions(included_fields=sorted(set(indices))))

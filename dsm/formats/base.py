@@ -3,15 +3,43 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import IO, Any, ClassVar
 
 import pyarrow as pa
 
-__all__ = ["DEFAULT_BATCH_ROWS", "Format", "FormatWriter"]
+from dsm.errors import InputError
+
+__all__ = ["DEFAULT_BATCH_ROWS", "Format", "FormatWriter", "SeekPoint"]
 
 DEFAULT_BATCH_ROWS = 65_536
 """Rows per record batch that readers aim for; bounds memory for any shard size."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SeekPoint:
+    """A place in one file where reading can start again without decoding what comes before it.
+
+    Row ``row`` (0-based, in the file) starts at ``offset``: a byte offset of the (decompressed) file for line
+    formats, on 1-based ``line``. Points are produced by :meth:`Format.iter_batches_from` and only mean
+    something to the same format reading the same bytes.
+    """
+
+    row: int
+    offset: int
+    line: int | None = None
+
+    def to_dict(self) -> dict[str, int]:
+        out = {"row": self.row, "offset": self.offset}
+        if self.line is not None:
+            out["line"] = self.line
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SeekPoint:
+        line = data.get("line")
+        return cls(row=int(data["row"]), offset=int(data["offset"]), line=None if line is None else int(line))
 
 
 class FormatWriter(ABC):
@@ -78,6 +106,92 @@ class Format(ABC):
     def open_writer(self, file: IO[bytes], schema: pa.Schema) -> FormatWriter:
         """A writer of ``schema`` into ``file`` with this instance's options."""
 
+    def fragment_count(self, file: IO[bytes], *, shard: str) -> int:
+        """Pieces of one file that decode on their own, in any order (Parquet: row groups).
+
+        A format that cannot start decoding in the middle of a file has one fragment: the whole file.
+        """
+        return 1
+
+    def iter_fragments(
+        self,
+        file: IO[bytes],
+        fragments: Sequence[int],
+        *,
+        shard: str,
+        schema: pa.Schema | None = None,
+        columns: Sequence[str] | None = None,
+        batch_rows: int = DEFAULT_BATCH_ROWS,
+    ) -> Iterator[pa.RecordBatch]:
+        """The batches of ``fragments`` (indexes below :meth:`fragment_count`), in the order given."""
+        for index in fragments:
+            if index != 0:
+                raise InputError(
+                    f"shard {shard}: format {self.name} has one fragment per file, not {index + 1}"
+                )
+            yield from self.iter_batches(
+                file, shard=shard, schema=schema, columns=columns, batch_rows=batch_rows
+            )
+
     def unsupported(self, schema: pa.Schema) -> list[str]:
         """Why this format cannot hold ``schema`` (one message per field), or ``[]`` when it can."""
         return []
+
+    def fragment_rows(self, file: IO[bytes], *, shard: str) -> list[int]:
+        """Rows of each fragment (see :meth:`fragment_count`); formats with metadata override this."""
+        count = self.fragment_count(file, shard=shard)
+        if count == 1:
+            file.seek(0)
+            return [self.count_rows(file, shard=shard)]
+        rows = []
+        for index in range(count):
+            file.seek(0)
+            rows.append(sum(b.num_rows for b in self.iter_fragments(file, [index], shard=shard)))
+        return rows
+
+    def iter_batches_from(
+        self,
+        file: IO[bytes],
+        *,
+        shard: str,
+        start_row: int,
+        seek: SeekPoint | None = None,
+        schema: pa.Schema | None = None,
+        columns: Sequence[str] | None = None,
+        batch_rows: int = DEFAULT_BATCH_ROWS,
+    ) -> Iterator[tuple[pa.RecordBatch, SeekPoint | None]]:
+        """The rows of one file from 0-based ``start_row`` on, each batch with the seek point of the row after
+        it (``None`` when the format has none to offer there).
+
+        ``seek`` is a point from an earlier read of the same bytes with ``seek.row <= start_row``; a format
+        that can jump there does. The default starts at the fragment holding ``start_row`` when the format has
+        several (Parquet row groups), else decodes from the first row, and drops the rows before
+        ``start_row``: the cost of a start is at most one fragment (or one file) of decoding.
+        """
+        if start_row < 0:
+            raise InputError(f"shard {shard}: start_row must be at least 0, got {start_row}")
+        first_row = 0
+        batches: Iterator[pa.RecordBatch]
+        count = self.fragment_count(file, shard=shard) if start_row else 1
+        if count > 1:
+            file.seek(0)
+            rows = self.fragment_rows(file, shard=shard)
+            index = 0
+            while index < len(rows) and first_row + rows[index] <= start_row:
+                first_row += rows[index]
+                index += 1
+            file.seek(0)
+            batches = self.iter_fragments(
+                file, range(index, count), shard=shard, schema=schema, columns=columns, batch_rows=batch_rows
+            )
+        else:
+            batches = self.iter_batches(
+                file, shard=shard, schema=schema, columns=columns, batch_rows=batch_rows
+            )
+        skip = start_row - first_row
+        for batch in batches:
+            if skip >= batch.num_rows:
+                skip -= batch.num_rows
+                continue
+            yield (batch.slice(skip) if skip else batch), None
+            skip = 0

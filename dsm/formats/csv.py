@@ -28,6 +28,7 @@ from dsm.formats._common import (
     check_stream_codec,
     describe_exception,
     is_binary_like,
+    is_codec_error,
     is_string_like,
     open_input_stream,
     open_output_stream,
@@ -40,6 +41,7 @@ __all__ = ["CsvFormat"]
 
 _BLOCK_BYTES = 4 * 1024 * 1024
 _INFER_BYTES = 1024 * 1024
+_MAX_BLOCK_BYTES = 1024 * 1024 * 1024
 _COLUMN_COUNT = re.compile(r"Expected (\d+) columns, got (\d+)")
 _CONVERSION = re.compile(r"In CSV column #(\d+): .*conversion error to ([^:]+): invalid value '(.*)'", re.S)
 
@@ -63,7 +65,20 @@ def _text_type(type_: pa.DataType) -> pa.DataType:
     """The column type of the CSV text: binary values are base64 strings."""
     if is_binary_like(type_):
         return pa.large_string() if pa.types.is_large_binary(type_) else pa.string()
+    if pa.types.is_decimal256(type_):
+        return pa.string()  # Arrow's CSV reader has no decimal256 converter: parsed by a cast
     return type_
+
+
+def _write_type(type_: pa.DataType) -> pa.DataType:
+    """The type handed to Arrow's CSV writer: tz-aware timestamps in UTC (written with ``Z``).
+
+    Arrow writes other zones as local time with a ``+hhmm`` offset, which loses historical offsets that
+    have seconds (Asia/Kolkata before 1906 is +05:53:20).
+    """
+    if pa.types.is_timestamp(type_) and type_.tz is not None:
+        return pa.timestamp(type_.unit, "UTC")
+    return _text_type(type_)
 
 
 class CsvFormat(Format):
@@ -79,7 +94,9 @@ class CsvFormat(Format):
 
     def __init__(self, *, delimiter: str = ",", header: bool = True, compression: str | None = None) -> None:
         if len(delimiter) != 1 or delimiter in ('"', "\n", "\r"):
-            raise InputError(f"csv delimiter must be one character other than a quote or newline, got {delimiter!r}")
+            raise InputError(
+                f"csv delimiter must be one character other than a quote or newline, got {delimiter!r}"
+            )
         self.delimiter = delimiter
         self.header = bool(header)
         self.compression = check_stream_codec(compression)
@@ -97,12 +114,19 @@ class CsvFormat(Format):
     # ------------------------------------------------------------------------------------------ reading
 
     def _read_options(self, names: Sequence[str] | None, block: int = _BLOCK_BYTES) -> pcsv.ReadOptions:
-        return pcsv.ReadOptions(use_threads=True, block_size=block, column_names=None if self.header else list(names or []))
+        return pcsv.ReadOptions(
+            use_threads=True, block_size=block, column_names=None if self.header else list(names or [])
+        )
 
-    def _parse_options(self) -> pcsv.ParseOptions:
-        return pcsv.ParseOptions(delimiter=self.delimiter, newlines_in_values=True)
+    def _parse_options(self, columns: int = 0) -> pcsv.ParseOptions:
+        # With one column an empty line is a row holding null, not a blank line to skip.
+        return pcsv.ParseOptions(
+            delimiter=self.delimiter, newlines_in_values=True, ignore_empty_lines=columns != 1
+        )
 
-    def _convert_options(self, types: dict[str, pa.DataType] | None, include: Sequence[str] | None) -> pcsv.ConvertOptions:
+    def _convert_options(
+        self, types: dict[str, pa.DataType] | None, include: Sequence[str] | None
+    ) -> pcsv.ConvertOptions:
         return pcsv.ConvertOptions(
             column_types=types or {},
             include_columns=list(include or []),
@@ -116,7 +140,12 @@ class CsvFormat(Format):
     def _first_record(self, file: IO[bytes]) -> list[str] | None:
         """The first CSV record of the file (the header when there is one); None for an empty file."""
         file.seek(0)
-        head = open_input_stream(file, self.compression).read(_INFER_BYTES)
+        try:
+            head = open_input_stream(file, self.compression).read(_INFER_BYTES)
+        except (pa.ArrowException, OSError) as exc:
+            if not is_codec_error(exc, self.compression):
+                raise
+            raise FormatError(f"not readable as {self.compression}-compressed data ({exc})") from None
         file.seek(0)
         if not head:
             return None
@@ -128,7 +157,10 @@ class CsvFormat(Format):
 
     def read_schema(self, file: IO[bytes], *, shard: str) -> pa.Schema:
         """Column names from the header (or ``f0``, ``f1``...), types inferred by pyarrow from ~1 MiB."""
-        first = self._first_record(file)
+        try:
+            first = self._first_record(file)
+        except FormatError as exc:
+            raise FormatError(f"shard {shard}: {exc}") from None
         if first is None:
             return pa.schema([])
         names = first if self.header else [f"f{i}" for i in range(len(first))]
@@ -142,11 +174,14 @@ class CsvFormat(Format):
             )
             return reader.schema
         except pa.ArrowException as exc:
-            raise FormatError(f"shard {shard}: cannot infer a schema from the first rows ({describe_exception(exc)})") from None
+            raise self._locate(file, pa.schema([(n, pa.string()) for n in names]), shard, exc) from None
 
     def _check_header(self, file: IO[bytes], schema: pa.Schema, shard: str) -> bool:
         """False for an empty file; raises SchemaError when the header and the schema differ."""
-        first = self._first_record(file)
+        try:
+            first = self._first_record(file)
+        except FormatError as exc:
+            raise FormatError(f"shard {shard}: {exc}") from None
         if first is None:
             return False
         if not self.header:
@@ -154,7 +189,9 @@ class CsvFormat(Format):
         missing = [name for name in schema.names if name not in first]
         extra = [name for name in first if name not in schema.names]
         if missing or extra or len(set(first)) != len(first):
-            parts = [f'no column "{name}"' for name in missing] + [f'column "{name}" is not in the schema' for name in extra]
+            parts = [f'no column "{name}"' for name in missing] + [
+                f'column "{name}" is not in the schema' for name in extra
+            ]
             parts += ["duplicate column names"] if len(set(first)) != len(first) else []
             raise SchemaError(f"shard {shard} line 1: header {first}: {'; '.join(parts)}")
         return True
@@ -177,29 +214,60 @@ class CsvFormat(Format):
         target = project_schema(schema, columns, shard=shard)
         if not self._check_header(file, schema, shard):
             return
+        block = _BLOCK_BYTES
+        done = 0
+        while True:
+            try:
+                for batch in self._read_blocks(file, schema, target, shard, block, done):
+                    done += batch.num_rows
+                    yield from slice_batches(batch, batch_rows)
+                return
+            except pa.ArrowException as exc:
+                if "straddl" not in str(exc) or block >= _MAX_BLOCK_BYTES:
+                    raise self._error(file, schema, shard, exc) from None
+                block *= 4  # a value longer than a block: read again with bigger blocks, skipping rows done
+            except OSError as exc:
+                raise self._error(file, schema, shard, exc) from None
+
+    def _read_blocks(
+        self, file: IO[bytes], schema: pa.Schema, target: pa.Schema, shard: str, block: int, skip: int
+    ) -> Iterator[pa.RecordBatch]:
+        """Converted batches from the start of the file, without its first ``skip`` rows."""
         types = {field.name: _text_type(field.type) for field in schema}
-        options = {
-            "read_options": self._read_options(schema.names),
-            "parse_options": self._parse_options(),
-            "convert_options": self._convert_options(types, target.names),
-        }
+        file.seek(0)
+        reader = pcsv.open_csv(
+            open_input_stream(file, self.compression),
+            read_options=self._read_options(schema.names, block),
+            parse_options=self._parse_options(len(schema)),
+            convert_options=self._convert_options(types, target.names),
+        )
         rows_before = 0
-        try:
-            reader = pcsv.open_csv(open_input_stream(file, self.compression), **options)
-            while True:
-                try:
-                    batch = reader.read_next_batch()
-                except StopIteration:
-                    return
-                converted = self._finish(batch, target, shard, file, rows_before)
-                rows_before += batch.num_rows
-                yield from slice_batches(converted, batch_rows)
-        except pa.ArrowException as exc:
-            raise self._locate(file, schema, shard, exc) from None
+        for batch in reader:
+            start = rows_before
+            rows_before += batch.num_rows
+            if rows_before <= skip:
+                continue
+            part = batch.slice(max(0, skip - start))
+            yield self._finish(part, target, shard, file, start + max(0, skip - start), len(schema))
+
+    def _error(self, file: IO[bytes], schema: pa.Schema, shard: str, exc: Exception) -> Exception:
+        """The dsm error for a failure while reading (a storage error is returned unchanged)."""
+        if isinstance(exc, pa.ArrowException):
+            return self._locate(file, schema, shard, exc)
+        if is_codec_error(exc, self.compression):
+            return FormatError(f"shard {shard}: not readable as {self.compression}-compressed data ({exc})")
+        return exc
 
     def _finish(
-        self, batch: pa.RecordBatch, target: pa.Schema, shard: str, file: IO[bytes], rows_before: int
+        self,
+        batch: pa.RecordBatch,
+        target: pa.Schema,
+        shard: str,
+        file: IO[bytes],
+        rows_before: int,
+        file_columns: int,
     ) -> pa.RecordBatch:
+        """The batch with binary decoded, casts done and nullability checked; errors name the line."""
         arrays = []
         for field in target:
             array = batch.column(field.name)
@@ -207,22 +275,54 @@ class CsvFormat(Format):
                 try:
                     array = b64decode_array(array, field.type)
                 except RowProblem as problem:
-                    line = self._line_of_row(file, rows_before + problem.row)
-                    raise FormatError(f'shard {shard} line {line} field "{field.name}": {problem.message}') from None
+                    line = self._line_of_row(file, rows_before + problem.row, file_columns)
+                    raise FormatError(
+                        f'shard {shard} line {line} field "{field.name}": {problem.message}'
+                    ) from None
+            elif not array.type.equals(field.type):
+                array = self._cast(array, field, shard, file, rows_before, file_columns)
             if not field.nullable and array.null_count:
                 first_null = next(i for i, valid in enumerate(array.is_valid().to_pylist()) if not valid)
-                line = self._line_of_row(file, rows_before + first_null)
-                raise FormatError(f'shard {shard} line {line} field "{field.name}": null, but the field is not nullable')
+                line = self._line_of_row(file, rows_before + first_null, file_columns)
+                raise FormatError(
+                    f'shard {shard} line {line} field "{field.name}": null, but the field is not nullable'
+                )
             arrays.append(array)
         return pa.RecordBatch.from_arrays(arrays, schema=target)
 
+    def _cast(
+        self,
+        array: pa.Array,
+        field: pa.Field,
+        shard: str,
+        file: IO[bytes],
+        rows_before: int,
+        file_columns: int,
+    ) -> pa.Array:
+        try:
+            return array.cast(field.type, safe=True)
+        except (pa.ArrowException, ValueError):
+            pass
+        for row, value in enumerate(array.to_pylist()):
+            try:
+                pa.array([value], type=array.type).cast(field.type, safe=True)
+            except (pa.ArrowException, ValueError):
+                line = self._line_of_row(file, rows_before + row, file_columns)
+                raise FormatError(
+                    f'shard {shard} line {line} field "{field.name}": expected {field.type}, got "{value}"'
+                ) from None
+        raise FormatError(f'shard {shard} field "{field.name}": cannot be read as {field.type}')
+
     # ------------------------------------------------------------------------------------ error path
 
-    def _records(self, file: IO[bytes]) -> Iterator[tuple[int, list[str]]]:
-        """``(line where it starts, fields)`` of each data record, by Python's csv module (error path only)."""
+    def _records(self, file: IO[bytes], columns: int = 0) -> Iterator[tuple[int, list[str]]]:
+        """``(line where it starts, fields)`` of each data record, by Python's csv module (error path)."""
         file.seek(0)
         raw = open_input_stream(file, self.compression)
-        text = io.TextIOWrapper(_Readable(raw), encoding="utf-8", errors="replace", newline="")
+        buffered = io.BufferedReader(_Readable(raw))
+        text = io.TextIOWrapper(buffered, encoding="utf-8", errors="replace", newline="")
+        # Values may be as large as the file; the limit is process-wide and only ever raised here.
+        csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))
         reader = csv.reader(text, delimiter=self.delimiter)
         skip_header = self.header
         while True:
@@ -233,15 +333,15 @@ class CsvFormat(Format):
                 return
             except csv.Error:
                 return
-            if not record:
+            if not record and columns != 1:
                 continue
             if skip_header:
                 skip_header = False
                 continue
             yield start, record
 
-    def _line_of_row(self, file: IO[bytes], row: int) -> int | str:
-        for index, (line, _) in enumerate(self._records(file)):
+    def _line_of_row(self, file: IO[bytes], row: int, columns: int) -> int | str:
+        for index, (line, _) in enumerate(self._records(file, columns)):
             if index == row:
                 return line
         return f"? (row {row + 1})"
@@ -253,7 +353,9 @@ class CsvFormat(Format):
             expected = int(count.group(1))
             for line, record in self._records(file):
                 if len(record) != expected:
-                    return FormatError(f"shard {shard} line {line}: expected {expected} columns, got {len(record)}")
+                    return FormatError(
+                        f"shard {shard} line {line}: expected {expected} columns, got {len(record)}"
+                    )
         conversion = _CONVERSION.search(message)
         if conversion:
             column, type_name, value = int(conversion.group(1)), conversion.group(2), conversion.group(3)
@@ -261,7 +363,9 @@ class CsvFormat(Format):
             for line, record in self._records(file):
                 if column < len(record) and record[column] == value:
                     field = names[column] if column < len(names) else f"#{column}"
-                    return FormatError(f'shard {shard} line {line} field "{field}": expected {type_name}, got "{value}"')
+                    return FormatError(
+                        f'shard {shard} line {line} field "{field}": expected {type_name}, got "{value}"'
+                    )
         return FormatError(f"shard {shard}: not readable as CSV ({describe_exception(exc)})")
 
     # ------------------------------------------------------------------------------------------ writing
@@ -291,16 +395,21 @@ class _Readable(io.RawIOBase):
 class _CsvWriter(FormatWriter):
     def __init__(self, file: IO[bytes], schema: pa.Schema, fmt: CsvFormat) -> None:
         self._schema = schema
-        self._text_schema = pa.schema([pa.field(f.name, _text_type(f.type), f.nullable) for f in schema])
+        self._text_schema = pa.schema([pa.field(f.name, _write_type(f.type), f.nullable) for f in schema])
         self._out = open_output_stream(file, fmt.compression)
         self._sink = self._out if isinstance(self._out, pa.NativeFile) else pa.PythonFile(self._out, mode="w")
-        options = pcsv.WriteOptions(include_header=fmt.header, delimiter=fmt.delimiter, quoting_style="needed")
+        options = pcsv.WriteOptions(
+            include_header=fmt.header, delimiter=fmt.delimiter, quoting_style="needed"
+        )
         self._writer = pcsv.CSVWriter(self._sink, self._text_schema, write_options=options)
         self._closed = False
 
     def write_batch(self, batch: pa.RecordBatch) -> None:
         check_batch_schema(batch, self._schema, what="csv writer")
-        arrays = [b64encode_array(c) if is_binary_like(c.type) else c for c in batch.columns]
+        arrays = [
+            b64encode_array(column) if is_binary_like(column.type) else column.cast(field.type)
+            for column, field in zip(batch.columns, self._text_schema, strict=True)
+        ]
         self._writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self._text_schema))
 
     def close(self) -> None:

@@ -27,13 +27,15 @@ from dsm.formats._common import (
     check_stream_codec,
     describe_exception,
     is_binary_like,
+    is_codec_error,
     is_string_like,
     open_input_stream,
     open_output_stream,
     project_schema,
 )
 from dsm.formats._jsontext import encode_lines, text_buffer, unsupported_json_type
-from dsm.formats.base import DEFAULT_BATCH_ROWS, Format, FormatWriter
+from dsm.formats._lines import row_starts
+from dsm.formats.base import DEFAULT_BATCH_ROWS, Format, FormatWriter, SeekPoint
 
 __all__ = ["JsonlFormat"]
 
@@ -103,10 +105,6 @@ class _BadValue(Exception):
         self.path = path
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not standard JSON (write non-finite floats as the strings \"{name}\")")
-
-
 class _NegativeZero(int):
     """The JSON integer ``-0``: 0 for integer fields, -0.0 for float fields (as pyarrow's parser reads it)."""
 
@@ -115,7 +113,8 @@ def _parse_int(text: str) -> int:
     return _NegativeZero(0) if text == "-0" else int(text)
 
 
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_int=_parse_int)
+# Bare NaN / Infinity / -Infinity tokens are accepted for float fields, as pyarrow's parser accepts them.
+_DECODER = json.JSONDecoder(parse_int=_parse_int)
 
 
 # ---------------------------------------------------------------------------------------------- types
@@ -215,7 +214,9 @@ def _bool_converter(type_: pa.DataType) -> _Converter:
 
 def _int_converter(type_: pa.DataType) -> _Converter:
     bits = type_.bit_width
-    low, high = (0, 2**bits - 1) if pa.types.is_unsigned_integer(type_) else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+    low, high = (
+        (0, 2**bits - 1) if pa.types.is_unsigned_integer(type_) else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+    )
 
     def convert(value: Any) -> Any:
         if isinstance(value, int) and not isinstance(value, bool):
@@ -341,7 +342,12 @@ def _map_converter(type_: pa.DataType) -> _Converter:
             try:
                 if not isinstance(entry, list) or len(entry) != 2:
                     raise _BadValue(f"expected a [key, value] pair, got {_show(entry)}")
-                out.append((_convert_nullable(key, entry[0], False), _convert_nullable(item, entry[1], item_nullable)))
+                out.append(
+                    (
+                        _convert_nullable(key, entry[0], False),
+                        _convert_nullable(item, entry[1], item_nullable),
+                    )
+                )
             except _BadValue as bad:
                 bad.path = f"[{index}]{bad.path}"
                 raise
@@ -358,7 +364,10 @@ _CONVERTERS: list[tuple[Callable[[pa.DataType], bool], Callable[[pa.DataType], _
     (is_string_like, _string_converter),
     (is_binary_like, _binary_converter),
     (lambda t: pa.types.is_date(t) or pa.types.is_timestamp(t) or pa.types.is_decimal(t), _text_converter),
-    (lambda t: pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t), _list_converter),
+    (
+        lambda t: pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t),
+        _list_converter,
+    ),
     (pa.types.is_struct, _struct_converter),
     (pa.types.is_map, _map_converter),
 ]
@@ -370,6 +379,20 @@ def _convert_nullable(convert: _Converter, value: Any, nullable: bool) -> Any:
             raise _BadValue("null in a field that is not nullable")
         return None
     return convert(value)
+
+
+def _nulls_propagated(array: pa.Array) -> pa.Array:
+    """``array`` with the children of null structs made null, so a cast never parses their placeholders."""
+    type_ = array.type
+    if pa.types.is_struct(type_):
+        children = [_nulls_propagated(child) for child in array.flatten()]
+        mask = array.is_null() if array.null_count else None
+        return pa.StructArray.from_arrays(children, fields=list(type_), mask=mask)
+    if (pa.types.is_list(type_) or pa.types.is_large_list(type_)) and not array.offset:
+        values = _nulls_propagated(array.values)
+        mask = array.is_null() if array.null_count else None
+        return type(array).from_arrays(array.offsets, values, type=type_, mask=mask)
+    return array
 
 
 # ---------------------------------------------------------------------------------------------- parsing
@@ -416,13 +439,14 @@ class _ChunkParser:
         return None
 
     def _finish_native(self, table: pa.Table) -> pa.Table | None:
+        table.validate(full=True)  # pyarrow's JSON parser does not check that strings are UTF-8
         columns = []
         for field, column in zip(self.schema, table.columns, strict=True):
             array = column.combine_chunks()
             if is_binary_like(field.type):
                 array = b64decode_array(array, field.type)
             elif not array.type.equals(field.type):
-                array = array.cast(field.type, safe=True)
+                array = _nulls_propagated(array).cast(field.type, safe=True)
             if not field.nullable and array.null_count:
                 return None
             columns.append(array)
@@ -451,18 +475,24 @@ class _ChunkParser:
                 except _BadValue as bad:
                     raise FormatError(f"{_at(self.shard, line, name + bad.path)}: {bad.message}") from None
             lines.append(line)
-        arrays = [self._build(field, column, lines) for field, column in zip(self.schema, values, strict=True)]
+        arrays = [
+            self._build(field, column, lines) for field, column in zip(self.schema, values, strict=True)
+        ]
         return pa.Table.from_arrays(arrays, schema=self.schema)
 
     def _decode_line(self, raw: bytes, line: int) -> dict[str, Any]:
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise FormatError(f"{_at(self.shard, line)}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from None
+            raise FormatError(
+                f"{_at(self.shard, line)}: not valid UTF-8 ({exc.reason} at byte {exc.start})"
+            ) from None
         try:
             record = _DECODER.decode(text)
         except json.JSONDecodeError as exc:
-            raise FormatError(f"{_at(self.shard, line)}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+            raise FormatError(
+                f"{_at(self.shard, line)}: invalid JSON ({exc.msg} at column {exc.colno})"
+            ) from None
         except ValueError as exc:
             raise FormatError(f"{_at(self.shard, line)}: invalid JSON ({exc})") from None
         if not isinstance(record, dict):
@@ -473,7 +503,7 @@ class _ChunkParser:
         wire = _wire_type(field.type)
         try:
             array = pa.array(values, type=wire)
-            return array if wire.equals(field.type) else array.cast(field.type, safe=True)
+            return array if wire.equals(field.type) else _nulls_propagated(array).cast(field.type, safe=True)
         except (pa.ArrowException, ValueError, OverflowError) as exc:
             problem = describe_exception(exc)
         for index, value in enumerate(values):
@@ -521,8 +551,12 @@ class JsonlFormat(Format):
     def _chunks(self, file: IO[bytes]) -> Iterator[tuple[int, bytes]]:
         try:
             yield from _iter_chunks(open_input_stream(file, self.compression))
-        except pa.ArrowException as exc:
-            raise FormatError(f"not readable as {self.compression}-compressed data ({describe_exception(exc)})") from None
+        except (pa.ArrowException, OSError) as exc:
+            if not is_codec_error(exc, self.compression):
+                raise
+            raise FormatError(
+                f"not readable as {self.compression}-compressed data ({describe_exception(exc)})"
+            ) from None
 
     def read_schema(self, file: IO[bytes], *, shard: str) -> pa.Schema:
         """The schema pyarrow infers from the lines in the first ~1 MiB (every field nullable)."""
@@ -562,6 +596,62 @@ class JsonlFormat(Format):
                 table = table.select(list(columns))
             yield from table.combine_chunks().to_batches(max_chunksize=batch_rows)
 
+    def iter_batches_from(
+        self,
+        file: IO[bytes],
+        *,
+        shard: str,
+        start_row: int,
+        seek: SeekPoint | None = None,
+        schema: pa.Schema | None = None,
+        columns: Sequence[str] | None = None,
+        batch_rows: int = DEFAULT_BATCH_ROWS,
+    ) -> Iterator[tuple[pa.RecordBatch, SeekPoint | None]]:
+        """Rows from ``start_row`` on, each batch with the byte offset and line of the row after it.
+
+        An uncompressed file jumps to ``seek``; lines before ``start_row`` are found by scanning for
+        newlines, never parsed. Compressed files give no seek points (their offsets cannot be jumped to).
+        """
+        if schema is None:
+            file.seek(0)
+            schema = self.read_schema(file, shard=shard)
+            file.seek(0)
+        project_schema(schema, columns, shard=shard)
+        parser = self._parser(schema, shard)
+        row, line, offset = 0, 1, 0
+        seekable = self.compression is None and bool(getattr(file, "seekable", lambda: False)())
+        if seek is not None and seekable and seek.line is not None and 0 < seek.row <= start_row:
+            file.seek(seek.offset)
+            row, line, offset = seek.row, seek.line, seek.offset
+        for first_line, chunk in self._named(self._chunks(file), shard):
+            chunk_line = line + first_line - 1
+            starts, lines = row_starts(chunk)
+            if row + len(starts) <= start_row:
+                row, offset = row + len(starts), offset + len(chunk)
+                continue
+            cut = max(start_row - row, 0)
+            base = int(starts[cut]) if cut else 0
+            table = parser.parse(
+                chunk[base:] if base else chunk, chunk_line + (int(lines[cut]) if cut else 0)
+            )
+            if columns is not None:
+                table = table.select(list(columns))
+            points = table.num_rows == len(starts) - cut and self.compression is None
+            done = cut
+            for batch in table.combine_chunks().to_batches(max_chunksize=batch_rows):
+                done += batch.num_rows
+                point = None
+                if points and done < len(starts):
+                    point = SeekPoint(
+                        row=row + done, offset=offset + int(starts[done]), line=chunk_line + int(lines[done])
+                    )
+                elif points:
+                    point = SeekPoint(
+                        row=row + done, offset=offset + len(chunk), line=chunk_line + chunk.count(b"\n")
+                    )
+                yield batch, point
+            row, offset = row + len(starts), offset + len(chunk)
+
     def _parser(self, schema: pa.Schema, shard: str) -> _ChunkParser:
         reasons = self.unsupported(schema)
         if reasons:
@@ -581,7 +671,8 @@ def _infer(head: bytes, shard: str) -> pa.Schema:
     except pa.ArrowException as exc:
         _locate_syntax(head, shard)
         raise FormatError(
-            f"shard {shard}: cannot infer a schema from the first lines ({describe_exception(exc)}); give a schema"
+            f"shard {shard}: cannot infer a schema from the first lines ({describe_exception(exc)}); "
+            "give a schema"
         ) from None
     return table.schema
 

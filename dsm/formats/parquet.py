@@ -74,6 +74,19 @@ class ParquetFormat(Format):
             "write_statistics": self.write_statistics,
         }
 
+    def unsupported(self, schema: pa.Schema) -> list[str]:
+        """Fields whose type pyarrow cannot write to Parquet (found by writing an empty column)."""
+        reasons = []
+        for field in schema:
+            try:
+                pq.write_table(pa.table({field.name: pa.array([], type=field.type)}), pa.BufferOutputStream())
+            except (pa.ArrowException, ValueError, TypeError) as exc:
+                reasons.append(
+                    f'field "{field.name}": type {field.type} cannot be stored in Parquet '
+                    f"({describe_exception(exc)})"
+                )
+        return reasons
+
     def _open(self, file: IO[bytes], shard: str) -> pq.ParquetFile:
         try:
             return pq.ParquetFile(file)
@@ -101,7 +114,45 @@ class ParquetFormat(Format):
         batch_rows: int = DEFAULT_BATCH_ROWS,
     ) -> Iterator[pa.RecordBatch]:
         """Batches of at most ``batch_rows`` rows; with ``schema``, cast to it (SchemaError if impossible)."""
+        yield from self._iter(self._open(file, shard), shard, schema, columns, batch_rows, None)
+
+    def fragment_count(self, file: IO[bytes], *, shard: str) -> int:
+        """The file's row groups, from its footer."""
+        return int(self._open(file, shard).metadata.num_row_groups)
+
+    def fragment_rows(self, file: IO[bytes], *, shard: str) -> list[int]:
+        """Rows of each row group, from the footer (nothing is decoded)."""
+        metadata = self._open(file, shard).metadata
+        return [int(metadata.row_group(i).num_rows) for i in range(metadata.num_row_groups)]
+
+    def iter_fragments(
+        self,
+        file: IO[bytes],
+        fragments: Sequence[int],
+        *,
+        shard: str,
+        schema: pa.Schema | None = None,
+        columns: Sequence[str] | None = None,
+        batch_rows: int = DEFAULT_BATCH_ROWS,
+    ) -> Iterator[pa.RecordBatch]:
+        """The rows of the given row groups, in the order given; no batch spans two row groups."""
         parquet_file = self._open(file, shard)
+        count = parquet_file.metadata.num_row_groups
+        bad = [i for i in fragments if not 0 <= i < count]
+        if bad:
+            raise InputError(f"shard {shard}: no row group {bad[0]} (the file has {count})")
+        for index in fragments:
+            yield from self._iter(parquet_file, shard, schema, columns, batch_rows, [index])
+
+    def _iter(
+        self,
+        parquet_file: pq.ParquetFile,
+        shard: str,
+        schema: pa.Schema | None,
+        columns: Sequence[str] | None,
+        batch_rows: int,
+        row_groups: list[int] | None,
+    ) -> Iterator[pa.RecordBatch]:
         try:
             stored = parquet_file.schema_arrow
         except pa.ArrowException as exc:
@@ -110,8 +161,12 @@ class ParquetFormat(Format):
         absent = [name for name in target.names if stored.get_field_index(name) < 0]
         if absent:
             names = ", ".join(f'"{name}"' for name in absent)
-            raise SchemaError(f"shard {shard}: field {names} is not in the file (it has: {', '.join(stored.names)})")
-        batches = parquet_file.iter_batches(batch_size=batch_rows, columns=list(target.names), use_threads=True)
+            raise SchemaError(
+                f"shard {shard}: field {names} is not in the file (it has: {', '.join(stored.names)})"
+            )
+        batches = parquet_file.iter_batches(
+            batch_size=batch_rows, row_groups=row_groups, columns=list(target.names), use_threads=True
+        )
         while True:
             try:
                 batch = next(batches)

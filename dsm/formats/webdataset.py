@@ -79,8 +79,15 @@ class WebDatasetFormat(Format):
             if field.name == KEY_FIELD:
                 continue
             if not (is_string_like(field.type) or _is_binary(field.type)):
-                reasons.append(f'field "{field.name}": type {field.type} cannot be stored (webdataset: string or binary)')
-            elif not field.name or field.name != field.name.lower() or "/" in field.name or field.name.startswith("."):
+                reasons.append(
+                    f'field "{field.name}": type {field.type} cannot be stored (webdataset: string or binary)'
+                )
+            elif (
+                not field.name
+                or field.name != field.name.lower()
+                or "/" in field.name
+                or field.name.startswith(".")
+            ):
                 reasons.append(f'field "{field.name}": not usable as a file extension (lowercase, no "/")')
         return reasons
 
@@ -126,7 +133,10 @@ class WebDatasetFormat(Format):
             if index + 1 >= _INFER_SAMPLES:
                 break
         fields = [pa.field(KEY_FIELD, pa.string(), nullable=False)]
-        fields += [pa.field(ext, pa.string() if ext in TEXT_EXTENSIONS else pa.binary()) for ext in sorted(extensions)]
+        fields += [
+            pa.field(ext, pa.string() if ext.rsplit(".", 1)[-1] in TEXT_EXTENSIONS else pa.binary())
+            for ext in sorted(extensions)
+        ]
         return pa.schema(fields)
 
     def iter_batches(
@@ -151,7 +161,10 @@ class WebDatasetFormat(Format):
         for key, members in self._samples(file, shard):
             unknown = sorted(set(members) - set(schema.names))
             if unknown:
-                raise FormatError(f'shard {shard}: sample "{key}" has member "{key}.{unknown[0]}", not a field of the schema')
+                raise FormatError(
+                    f'shard {shard}: sample "{key}" has member "{key}.{unknown[0]}", '
+                    "which is not a field of the schema"
+                )
             rows.append((key, members))
             size += sum(len(value) for value in members.values())
             if len(rows) >= batch_rows or size >= _BATCH_BYTES:
@@ -168,10 +181,14 @@ class WebDatasetFormat(Format):
                 continue
             values: list[Any] = [members.get(field.name) for _, members in rows]
             if is_string_like(field.type):
-                values = [self._text(v, key, field.name, shard) for v, (key, _) in zip(values, rows, strict=True)]
+                values = [
+                    self._text(v, key, field.name, shard) for v, (key, _) in zip(values, rows, strict=True)
+                ]
             if not field.nullable and any(v is None for v in values):
                 key = next(k for v, (k, _) in zip(values, rows, strict=True) if v is None)
-                raise FormatError(f'shard {shard}: sample "{key}" has no "{field.name}" member (field not nullable)')
+                raise FormatError(
+                    f'shard {shard}: sample "{key}" has no "{field.name}" member (field not nullable)'
+                )
             arrays.append(pa.array(values, type=field.type))
         return pa.RecordBatch.from_arrays(arrays, schema=target)
 
@@ -182,7 +199,9 @@ class WebDatasetFormat(Format):
         try:
             return value.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise FormatError(f'shard {shard}: member "{key}.{extension}" is not valid UTF-8 ({exc.reason})') from None
+            raise FormatError(
+                f'shard {shard}: member "{key}.{extension}" is not valid UTF-8 ({exc.reason})'
+            ) from None
 
     def count_rows(self, file: IO[bytes], *, shard: str, schema: pa.Schema | None = None) -> int:
         """Samples in the file (members are read, not decoded)."""
@@ -200,8 +219,9 @@ class WebDatasetFormat(Format):
 class _TarWriter(FormatWriter):
     def __init__(self, file: IO[bytes], schema: pa.Schema) -> None:
         self._schema = schema
-        self._archive = tarfile.open(
-            fileobj=PositionTrackingSink(file),  # type: ignore[arg-type]
+        sink: Any = PositionTrackingSink(file)
+        self._archive = tarfile.open(  # noqa: SIM115 (closed by close())
+            fileobj=sink,
             mode="w|",
             format=tarfile.GNU_FORMAT,
             encoding="utf-8",
@@ -215,16 +235,25 @@ class _TarWriter(FormatWriter):
         columns = [batch.column(name).to_pylist() for name in names]
         for row, key in enumerate(keys):
             self._check_key(key)
-            for name, column in zip(names, columns, strict=True):
-                value = column[row]
-                if value is not None:
-                    self._add(f"{key}.{name}", value.encode("utf-8") if isinstance(value, str) else value)
+            present = [
+                (name, column[row])
+                for name, column in zip(names, columns, strict=True)
+                if column[row] is not None
+            ]
+            if not present:
+                raise FormatError(
+                    f'webdataset sample "{key}" has no non-null field: '
+                    "a sample without members cannot be stored"
+                )
+            for name, value in present:
+                self._add(f"{key}.{name}", value.encode("utf-8") if isinstance(value, str) else value)
 
     @staticmethod
     def _check_key(key: str | None) -> None:
         if not key or split_member(f"{key}.x") != (key, "x"):
             raise FormatError(
-                f"webdataset key {key!r} cannot be written: keys are non-empty and their last path part has no '.'"
+                f"webdataset key {key!r} cannot be written: "
+                "keys are non-empty and their last path part has no '.'"
             )
 
     def _add(self, name: str, data: bytes) -> None:

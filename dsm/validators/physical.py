@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from dsm.checksum import algorithm_of, file_checksum, known_algorithms
 from dsm.contract import Shard
-from dsm.errors import DatasetNotFound, StorageError
+from dsm.errors import DatasetNotFound, DsmError, StorageError
+from dsm.object_store import server_checksum
 from dsm.storage import Location, redact
 
 __all__ = ["PhysicalCheck", "check_physical"]
@@ -21,6 +22,31 @@ class PhysicalCheck:
     status: str
     detail: str = ""
     checksum: str | None = None
+    verified_by: str = "bytes"
+    """``bytes`` (dsm read and hashed them), ``server`` (the store's full-object checksum matched the
+    recorded one; nothing was read) or ``listing`` (presence and size only)."""
+
+
+def _server_check(loc: Location, shard: Shard) -> PhysicalCheck | None:
+    """ok by the store's checksum when it equals the recorded one; None to fall back to the bytes."""
+    if not shard.server_checksum:
+        return None
+    try:
+        current = server_checksum(loc, shard.path)
+    except (DsmError, OSError):
+        return None
+    if current is None or current.value != shard.server_checksum:
+        # None: the store keeps no checksum now. A different value is confirmed from the bytes, since a
+        # client-set value (Azure Content-MD5) can be wrong while the bytes are right.
+        return None
+    if current.size is not None and current.size != shard.bytes:
+        return None
+    return PhysicalCheck(
+        path=shard.path,
+        status="ok",
+        detail=f"store checksum {current.algorithm} matches the contract",
+        verified_by="server",
+    )
 
 
 def check_physical(
@@ -29,8 +55,14 @@ def check_physical(
     *,
     actual_size: int | None,
     on_bytes: Callable[[int], None] | None = None,
+    fast: bool = False,
 ) -> PhysicalCheck:
-    """Compare one shard on storage with its contract entry. ``actual_size`` None means not listed."""
+    """Compare one shard on storage with its contract entry. ``actual_size`` None means not listed.
+
+    With ``fast``, a shard whose contract records a ``server_checksum`` is checked against the store's
+    current full-object checksum without reading it (``verified_by="server"``); every other shard, and
+    any shard whose store checksum is absent or differs, is read and hashed.
+    """
     if actual_size is None:
         return PhysicalCheck(
             path=shard.path,
@@ -44,8 +76,14 @@ def check_physical(
             status="resized",
             detail=f"{kind}: {actual_size} bytes, expected {shard.bytes}",
         )
+    if fast:
+        by_server = _server_check(loc, shard)
+        if by_server is not None:
+            return by_server
     if not shard.checksum:
-        return PhysicalCheck(path=shard.path, status="unverified", detail="the contract has no checksum for it")
+        return PhysicalCheck(
+            path=shard.path, status="unverified", detail="the contract has no checksum for it"
+        )
     algorithm = algorithm_of(shard.checksum)
     if algorithm not in known_algorithms():
         return PhysicalCheck(

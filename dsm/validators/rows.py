@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from dsm.contract import Shard
 from dsm.errors import DatasetNotFound, FormatError, SchemaError, StorageError
-from dsm.fingerprint import RowDigest
+from dsm.digest import RowDigest
 from dsm.formats import Format
 from dsm.reader import digest_shard, shard_schema
 from dsm.storage import Location, redact

@@ -1,4 +1,4 @@
-"""The conformance suite every format passes, mixed into one test class per format (fsspec tests/abstract style).
+"""The conformance suite every format passes, mixed into one test class per format (fsspec tests/abstract).
 
 A format's test module defines ``class TestX(FormatConformance)`` with ``format_name``, the names of the
 ``TYPE_CASES`` it holds (``supported``) and optionally ``prepare`` (to add columns a format requires).
@@ -17,6 +17,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -35,9 +36,38 @@ _INT_BOUNDS = {
     "uint32": (pa.uint32(), 0, 2**32 - 1),
     "uint64": (pa.uint64(), 0, 2**64 - 1),
 }
-_FLOATS = [float("nan"), float("inf"), float("-inf"), -0.0, 0.0, 0.1, 1.0, -2.5, 5e-324, 1.7976931348623157e308, 1e-7]
-_FLOAT32S = [float("nan"), float("inf"), float("-inf"), -0.0, 0.1, 3.4028234663852886e38, 1.401298464324817e-45]
-_STRINGS = ["", "plain", "🦀 emoji 👩‍👩‍👧", "漢字とかな", "שלום עולם", 'q"uo\\te, comma;\ttab\nnew\r\nline', "\x00\x01\x1f\x7f", " "]
+_FLOATS = [
+    float("nan"),
+    float("inf"),
+    float("-inf"),
+    -0.0,
+    0.0,
+    0.1,
+    1.0,
+    -2.5,
+    5e-324,
+    1.7976931348623157e308,
+    1e-7,
+]
+_FLOAT32S = [
+    float("nan"),
+    float("inf"),
+    float("-inf"),
+    -0.0,
+    0.1,
+    3.4028234663852886e38,
+    1.401298464324817e-45,
+]
+_STRINGS = [
+    "",
+    "plain",
+    "🦀 emoji 👩‍👩‍👧",
+    "漢字とかな",
+    "שלום עולם",
+    'q"uo\\te, comma;\ttab\nnew\r\nline',
+    "\x00\x01\x1f\x7f",
+    " ",
+]
 _BYTES = [b"", b"\x00\xff", bytes(range(256)), b"plain", b'"\n,']
 _TS = [0, 1, -1, 1_700_000_000_123_456_789, -2_208_988_800_000_000_000]  # in ns; scaled per unit
 
@@ -53,18 +83,26 @@ def _cases() -> dict[str, tuple[pa.DataType, list[Any]]]:
     }
     cases["float64"] = (pa.float64(), _FLOATS)
     cases["float32"] = (pa.float32(), _FLOAT32S)
-    cases["float16"] = (pa.float16(), [])
+    cases["float16"] = (pa.float16(), [0.5, float("nan"), -0.0, 65504.0])
     cases["bool"] = (pa.bool_(), [True, False])
     cases["string"] = (pa.string(), _STRINGS)
     cases["large_string"] = (pa.large_string(), _STRINGS)
     cases["binary"] = (pa.binary(), _BYTES)
     cases["large_binary"] = (pa.large_binary(), _BYTES)
-    cases["date32"] = (pa.date32(), [datetime.date(2024, 2, 29), datetime.date(1900, 1, 1), datetime.date(1970, 1, 1)])
+    cases["date32"] = (
+        pa.date32(),
+        [datetime.date(2024, 2, 29), datetime.date(1900, 1, 1), datetime.date(1970, 1, 1)],
+    )
     for unit in ("s", "ms", "us", "ns"):
         cases[f"timestamp_{unit}"] = _timestamps(unit, None)
         cases[f"timestamp_{unit}_utc"] = _timestamps(unit, "UTC")
     cases["timestamp_ns_kolkata"] = _timestamps("ns", "Asia/Kolkata")
-    cases["decimal128"] = (pa.decimal128(38, 10), [Decimal("0"), Decimal("-1.5"), Decimal("1234567890123456789012345678.0123456789")])
+    cases["decimal128"] = (
+        pa.decimal128(38, 10),
+        [Decimal("0"), Decimal("-1.5"), Decimal("1234567890123456789012345678.0123456789")],
+    )
+    cases["decimal256"] = (pa.decimal256(50, 3), [Decimal("-0.001"), Decimal("1" * 47 + ".125")])
+    cases["fixed_size_binary"] = (pa.binary(3), [b"abc", b"\x00\x00\x00"])
     cases["time64"] = (pa.time64("us"), [0, 1])
     cases["duration"] = (pa.duration("s"), [0, 1])
     cases["list"] = (pa.list_(pa.int64()), [[], [1, None, 3], [2**63 - 1]])
@@ -93,6 +131,9 @@ def column(name: str, rows: int) -> pa.Array:
     picked = [None if i % 4 == 3 else values[i % len(values)] for i in range(rows)]
     if pa.types.is_dictionary(type_):
         return pa.array(picked, type=type_.value_type).dictionary_encode().cast(type_)
+    if pa.types.is_float16(type_):
+        halves = np.array([0.0 if v is None else v for v in picked], dtype=np.float16)
+        return pa.array(halves, mask=np.array([v is None for v in picked], dtype=bool), type=type_)
     return pa.array(picked, type=type_)
 
 
@@ -130,7 +171,9 @@ def comparable_rows(table: pa.Table) -> list[Any]:
 
 def assert_same_rows(actual: pa.Table, expected: pa.Table) -> None:
     """Same schema and the same rows in the same order, compared exactly."""
-    assert actual.schema.equals(expected.schema, check_metadata=False), f"\n{actual.schema}\n!=\n{expected.schema}"
+    assert actual.schema.equals(expected.schema, check_metadata=False), (
+        f"\n{actual.schema}\n!=\n{expected.schema}"
+    )
     assert actual.num_rows == expected.num_rows
     for index, (got, want) in enumerate(zip(comparable_rows(actual), comparable_rows(expected), strict=True)):
         assert got == want, f"row {index}: {got!r} != {want!r}"
@@ -244,7 +287,11 @@ class FormatConformance:
 
     def test_empty_strings_are_not_nulls(self, tmp_path: Path) -> None:
         names = [c for c in ("string", "binary") if c in self.supported]
-        table = self.prepare(pa.table({n: pa.array(["", None] if n == "string" else [b"", None], TYPE_CASES[n][0]) for n in names}))
+        table = self.prepare(
+            pa.table(
+                {n: pa.array(["", None] if n == "string" else [b"", None], TYPE_CASES[n][0]) for n in names}
+            )
+        )
         back = self.round_trip(tmp_path, table)
         for name in names:
             assert back.column(name).to_pylist() == [table.column(name)[0].as_py(), None]
@@ -257,9 +304,10 @@ class FormatConformance:
     def test_random_floats_round_trip_bit_for_bit(self, tmp_path: Path) -> None:
         if "float64" not in self.supported:
             pytest.skip("no floats")
-        bits = __import__("numpy").random.default_rng(7).integers(0, 2**63, size=2000, dtype="uint64")
-        values = bits.view("float64")
-        table = self.prepare(pa.table({"float64": pa.array(values), "float32": pa.array(values.astype("float32"))}))
+        rng = np.random.default_rng(7)
+        doubles = rng.integers(0, 2**64, size=2000, dtype="uint64").view("float64")
+        singles = rng.integers(0, 2**32, size=2000, dtype="uint32").view("float32")
+        table = self.prepare(pa.table({"float64": pa.array(doubles), "float32": pa.array(singles)}))
         self.round_trip(tmp_path, table)
 
     # --------------------------------------------------------------------------------------- shape
@@ -276,7 +324,11 @@ class FormatConformance:
         size = 20 * 1024 * 1024
         value: Any = ("é" * (size // 2)) if pa.types.is_string(self.large_value_type) else os.urandom(size)
         name = "string" if pa.types.is_string(self.large_value_type) else "binary"
-        table = self.prepare(pa.table({name: pa.array([value, "x" if isinstance(value, str) else b"x"], self.large_value_type)}))
+        table = self.prepare(
+            pa.table(
+                {name: pa.array([value, "x" if isinstance(value, str) else b"x"], self.large_value_type)}
+            )
+        )
         back = self.round_trip(tmp_path, table)
         assert back.column(name)[0].as_py() == value
 
@@ -300,7 +352,10 @@ class FormatConformance:
         path = self.write(self.shard_path(tmp_path), table)
         fmt = self.make_format()
         with open(path, "rb") as handle:
-            sizes = [b.num_rows for b in fmt.iter_batches(handle, shard=path.name, schema=table.schema, batch_rows=1000)]
+            sizes = [
+                b.num_rows
+                for b in fmt.iter_batches(handle, shard=path.name, schema=table.schema, batch_rows=1000)
+            ]
         assert sum(sizes) == 5000 and max(sizes) <= 1000
 
     def test_count_rows(self, tmp_path: Path) -> None:

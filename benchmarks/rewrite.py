@@ -1,0 +1,258 @@
+"""Rewrite benchmark: ``dsm reshard`` / ``dsm convert-format`` against DuckDB's ``COPY`` doing the same job.
+
+Makes a text-heavy Parquet corpus (id, url, text of 1-4 KB, a few numeric fields; zstd) of each size asked,
+registers it, then times, each as a subprocess so start-up is included and peak RSS comes from
+``/usr/bin/time -v``:
+
+1. reshard Parquet -> Parquet (zstd, 8 files)   vs  COPY (SELECT * FROM read_parquet(..)) TO .. (zstd)
+2. convert Parquet -> JSONL                     vs  COPY .. TO .. (FORMAT json)
+3. convert JSONL -> Parquet (zstd)              vs  COPY (SELECT * FROM read_json(.., columns=..)) TO ..
+4. shuffled reshard (seed 7, 8 files)           vs  COPY (SELECT * .. ORDER BY hash(id + 7)) TO ..
+
+Both tools use every core. dsm also checks every source checksum, re-reads every file it writes to take its
+checksum and row fingerprint, and registers the result; DuckDB does none of that. Targets: unshuffled jobs at
+most 1.0x DuckDB's wall time, shuffled at most 2.0x, dsm's peak RSS under 1 GiB and flat across sizes.
+
+    .venv/bin/python benchmarks/rewrite.py                 # sizes 0.5 and 1.0 GB, data under bench-data/
+    .venv/bin/python benchmarks/rewrite.py --sizes 0.1     # a quick run
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+ROOT = Path(__file__).resolve().parent.parent
+DSM = str(ROOT / ".venv" / "bin" / "dsm")
+PYTHON = sys.executable
+SHARD_BYTES = 128 << 20
+ROW_GROUP_ROWS = 16_384
+_WORDS = 6000
+
+
+def _pool(rng: np.random.Generator, size: int) -> bytes:
+    """``size`` bytes of Zipf-distributed pseudo-words: compresses like natural-language text."""
+    letters = np.frombuffer(b"etaoinshrdlcumwfgypbvkjxqz", dtype=np.uint8)
+    vocab = []
+    for _ in range(_WORDS):
+        length = int(rng.integers(2, 11))
+        vocab.append(bytes(letters[np.minimum(rng.geometric(0.18, length) - 1, 25)]))
+    ranks = np.minimum(rng.zipf(1.2, size // 5), _WORDS) - 1
+    text = b" ".join(vocab[i] for i in ranks.tolist())
+    return text[:size]
+
+
+def make_corpus(folder: Path, target_bytes: int, seed: int = 1) -> None:
+    """Parquet shards of ~128 MB until ``target_bytes`` are written (row groups of 16,384 rows)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    pool = _pool(rng, 64 << 20)
+    written, next_id, shard = 0, 0, 0
+    while written < target_bytes:
+        path = folder / f"corpus-{shard:05d}.parquet"
+        with pq.ParquetWriter(path, _schema(), compression="zstd") as writer:
+            while path.stat().st_size < SHARD_BYTES and written + path.stat().st_size < target_bytes:
+                writer.write_table(_rows(rng, pool, next_id, ROW_GROUP_ROWS), row_group_size=ROW_GROUP_ROWS)
+                next_id += ROW_GROUP_ROWS
+        written += path.stat().st_size
+        shard += 1
+
+
+def _schema() -> pa.Schema:
+    return pa.schema(
+        [
+            ("id", pa.int64()),
+            ("url", pa.string()),
+            ("text", pa.string()),
+            ("n_tokens", pa.int32()),
+            ("quality", pa.float64()),
+            ("lang_score", pa.float32()),
+            ("crawled_at", pa.timestamp("us", tz="UTC")),
+        ]
+    )
+
+
+def _rows(rng: np.random.Generator, pool: bytes, first_id: int, n: int) -> pa.Table:
+    lengths = rng.integers(1024, 4097, n)
+    starts = rng.integers(0, len(pool) - 4097, n)
+    text = [pool[s : s + k].decode("ascii") for s, k in zip(starts.tolist(), lengths.tolist(), strict=True)]
+    hosts = rng.integers(0, 50_000, n)
+    urls = [f"https://site{h}.example.com/page/{first_id + i}" for i, h in enumerate(hosts.tolist())]
+    return pa.table(
+        {
+            "id": pa.array(np.arange(first_id, first_id + n), pa.int64()),
+            "url": urls,
+            "text": text,
+            "n_tokens": pa.array((lengths // 4).astype(np.int32)),
+            "quality": pa.array(rng.random(n)),
+            "lang_score": pa.array(rng.random(n).astype(np.float32)),
+            "crawled_at": pa.array(
+                1_700_000_000_000_000 + np.arange(n) * 1000 + first_id, pa.timestamp("us", tz="UTC")
+            ),
+        },
+        schema=_schema(),
+    )
+
+
+@dataclass
+class Run:
+    seconds: float
+    peak_rss_mb: float
+
+
+def timed(command: list[str], env: dict[str, str] | None = None) -> Run:
+    """Wall time and peak RSS (``/usr/bin/time -v``) of a command; its failure stops the benchmark."""
+    start = time.perf_counter()
+    proc = subprocess.run(["/usr/bin/time", "-v", *command], capture_output=True, text=True, env=env)
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
+        raise SystemExit(f"failed ({proc.returncode}): {' '.join(command)}")
+    match = re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr)
+    return Run(seconds=seconds, peak_rss_mb=int(match.group(1)) / 1024 if match else float("nan"))
+
+
+def duckdb(sql: str) -> list[str]:
+    return [PYTHON, "-c", f"import duckdb; duckdb.sql({sql!r})"]
+
+
+def _columns() -> str:
+    types = {
+        "id": "BIGINT",
+        "url": "VARCHAR",
+        "text": "VARCHAR",
+        "n_tokens": "INTEGER",
+        "quality": "DOUBLE",
+        "lang_score": "FLOAT",
+        "crawled_at": "TIMESTAMPTZ",
+    }
+    return "{" + ", ".join(f"'{k}': '{v}'" for k, v in types.items()) + "}"
+
+
+def bench_size(work: Path, size_gb: float, registry: str) -> list[tuple[str, float, Run, Run]]:
+    data = ROOT / "bench-data" / f"corpus-{size_gb:g}gb"
+    if not data.exists():
+        print(f"making {size_gb:g} GB of Parquet under {data} ...", file=sys.stderr)
+        make_corpus(data, int(size_gb * 1e9))
+    source_bytes = sum(p.stat().st_size for p in data.glob("*.parquet"))
+    name = f"corpus-{str(size_gb).replace('.', '_')}"
+    env = {**os.environ, "DSM_REGISTRY": registry}
+    subprocess.run([DSM, "register", str(data), "--name", name], check=True, env=env, capture_output=True)
+    out = work / name
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    glob = f"{data}/*.parquet"
+    file_size = f"{max(1, source_bytes // 8)}B"
+    jobs = [
+        (
+            "reshard parquet->parquet zstd",
+            [
+                DSM,
+                "reshard",
+                f"{name}@1",
+                str(out / "dsm-reshard"),
+                "--num-shards",
+                "8",
+                "--compression",
+                "zstd",
+                "--json",
+            ],
+            duckdb(
+                f"COPY (SELECT * FROM read_parquet('{glob}')) TO '{out}/duck-reshard' "
+                f"(FORMAT parquet, COMPRESSION zstd, FILE_SIZE_BYTES '{file_size}')"
+            ),
+        ),
+        (
+            "convert parquet->jsonl",
+            [DSM, "convert-format", f"{name}@1", str(out / "dsm-jsonl"), "--to", "jsonl", "--json"],
+            duckdb(f"COPY (SELECT * FROM read_parquet('{glob}')) TO '{out}/duck.jsonl' (FORMAT json)"),
+        ),
+        (
+            "convert jsonl->parquet zstd",
+            [
+                DSM,
+                "convert-format",
+                f"{name}@3",
+                str(out / "dsm-jsonl-parquet"),
+                "--to",
+                "parquet",
+                "--compression",
+                "zstd",
+                "--json",
+            ],
+            duckdb(
+                f"COPY (SELECT * FROM read_json('{out}/dsm-jsonl/*.jsonl', format='newline_delimited', "
+                f"columns={_columns()})) TO '{out}/duck-jsonl-parquet' (FORMAT parquet, COMPRESSION zstd, "
+                f"FILE_SIZE_BYTES '{file_size}')"
+            ),
+        ),
+        (
+            "shuffled reshard (seed 7)",
+            [
+                DSM,
+                "reshard",
+                f"{name}@1",
+                str(out / "dsm-shuffle"),
+                "--num-shards",
+                "8",
+                "--shuffle",
+                "--seed",
+                "7",
+                "--json",
+            ],
+            duckdb(
+                f"COPY (SELECT * FROM read_parquet('{glob}') ORDER BY hash(id + 7)) TO '{out}/duck-shuffle' "
+                f"(FORMAT parquet, COMPRESSION zstd, FILE_SIZE_BYTES '{file_size}')"
+            ),
+        ),
+    ]
+    results = []
+    for label, dsm_cmd, duck_cmd in jobs:
+        dsm_run = timed(dsm_cmd, env)
+        duck_run = timed(duck_cmd, env)
+        results.append((label, source_bytes / 1e9, dsm_run, duck_run))
+        print(
+            f"  {label}: dsm {dsm_run.seconds:.1f}s {dsm_run.peak_rss_mb:.0f} MB, duckdb "
+            f"{duck_run.seconds:.1f}s {duck_run.peak_rss_mb:.0f} MB",
+            file=sys.stderr,
+        )
+    shutil.rmtree(out, ignore_errors=True)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", default="0.5,1.0", help="corpus sizes in GB, comma-separated")
+    parser.add_argument("--work", default=str(ROOT / "bench-data" / "rewrite-runs"), help="scratch folder")
+    args = parser.parse_args()
+    work = Path(args.work)
+    registry = str(work / "registry")
+    shutil.rmtree(registry, ignore_errors=True)
+    rows = []
+    for size in [float(s) for s in args.sizes.split(",")]:
+        rows += bench_size(work, size, registry)
+    print(f"\n{os.cpu_count()} cores; each job a subprocess (start-up included); data in the page cache\n")
+    print("| job | source GB | dsm s | DuckDB s | dsm / DuckDB | dsm peak RSS MB | DuckDB peak RSS MB |")
+    print("|---|---|---|---|---|---|---|")
+    for label, gb, d, k in rows:
+        print(
+            f"| {label} | {gb:.2f} | {d.seconds:.1f} | {k.seconds:.1f} | {d.seconds / k.seconds:.2f}x "
+            f"| {d.peak_rss_mb:.0f} | {k.peak_rss_mb:.0f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

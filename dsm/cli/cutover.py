@@ -1,0 +1,666 @@
+"""``dsm cutover ...``: parse options, make one library call (:mod:`dsm.commands.cutover`), render.
+
+The library is imported inside each command, so loading the CLI stays light.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.table import Table
+
+from dsm.cli import CheckFailedExit, exits
+from dsm.cli.app import JsonOpt, RegistryOpt, StorageOpt, WorkersOpt, app, storage_options
+from dsm.cli.render import console, err_console, human_bytes, print_json, progress_for
+from dsm.errors import InputError
+
+if TYPE_CHECKING:
+    from dsm.commands.cutover import CutoverPlan, CutoverReport
+
+__all__ = ["cutover_app"]
+
+_GROUP_EPILOG = """Examples:
+
+  dsm cutover plan web-text@prod --to s3://new-bucket/web-text/ --format parquet
+
+  dsm cutover start web-text@prod --to s3://new-bucket/web-text/ --format parquet --run --retain 7d
+
+  dsm cutover status --json
+
+  dsm cutover rollback 20261130T100000Z-3fa2c1 --discard-target
+
+Stages: plan, copy, verify, shadow, switch, complete. Each leaves evidence in an append-only journal in \
+the registry; a killed run is resumed with `dsm cutover resume ID`; until complete, \
+`dsm cutover rollback ID` \
+puts the alias back on the untouched old version. See docs/cutover.md.
+
+Exit codes: 0 done (or waiting), 1 a stage or gate failed a check, 2 bad input (nothing was changed), \
+3 storage failure or the cutover is locked by another run (safe to retry), 130 interrupted (resume it)."""
+
+cutover_app = typer.Typer(
+    name="cutover",
+    help="Move a dataset and its alias to a new location or format in stages, with evidence and rollback.",
+    epilog=_GROUP_EPILOG,
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+)
+app.add_typer(cutover_app, name="cutover")
+
+RefArg = Annotated[
+    str, typer.Argument(help="The dataset as readers name it: NAME@ALIAS (e.g. web-text@prod).")
+]
+IdArg = Annotated[str, typer.Argument(help="Cutover id (`dsm cutover list` shows them).")]
+ToOpt = Annotated[
+    str, typer.Option("--to", help="Destination folder of the new copy (any fsspec URL); empty.")
+]
+FormatOpt = Annotated[
+    str | None,
+    typer.Option("--format", help="Target format (default: the source's): parquet, jsonl, csv, arrow."),
+]
+NumShardsOpt = Annotated[
+    int | None, typer.Option("--num-shards", min=1, help="Reshard into this many files.")
+]
+ShardSizeOpt = Annotated[
+    str | None, typer.Option("--shard-size", help="Reshard into files of about this size (256MB, 1GiB).")
+]
+RowsPerShardOpt = Annotated[
+    int | None, typer.Option("--rows-per-shard", min=1, help="Reshard into files of this many rows.")
+]
+ShuffleOpt = Annotated[bool, typer.Option("--shuffle", help="Shuffle rows across the new files (seeded).")]
+SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed of the shuffle (default 0).")]
+CompressionOpt = Annotated[
+    str | None,
+    typer.Option("--compression", help="Compression of the target format (zstd, snappy, gzip, none)."),
+]
+LevelOpt = Annotated[int | None, typer.Option("--compression-level", help="Compression level (Parquet).")]
+RowGroupOpt = Annotated[
+    int | None, typer.Option("--row-group-size", min=1, help="Rows per Parquet row group.")
+]
+FormatOptionOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--format-option", help="Another option of the target format, KEY=VALUE (repeatable; JSON)."
+    ),
+]
+AliasOpt = Annotated[
+    str | None, typer.Option("--alias", help="The alias to move (default: the alias in REF, e.g. prod).")
+]
+PricesOpt = Annotated[
+    str | None, typer.Option("--prices", help="Price table YAML (default: the one shipped with dsm).")
+]
+RetainOpt = Annotated[
+    str, typer.Option("--retain", help="Grace period after the switch before complete (7d, 12h, 0).")
+]
+DeleteOldOpt = Annotated[
+    bool, typer.Option("--delete-old", help="At complete, delete the files the old contract lists.")
+]
+ShadowDurationOpt = Annotated[
+    float, typer.Option("--shadow-duration", help="Seconds the shadow benchmark reads each version.")
+]
+AllowBreakingOpt = Annotated[
+    bool, typer.Option("--allow-breaking", help="Go on even if the target is not compatible for readers.")
+]
+MeasureOpt = Annotated[
+    float, typer.Option("--measure-seconds", help="Seconds of the plan's read measurement (dsm bench).")
+]
+ThroughOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--through", help="Run stages up to this one: plan, copy, verify, shadow, switch, complete."
+    ),
+]
+ForceOpt = Annotated[
+    bool, typer.Option("--force", help="Break the lease of another run (for a holder that is dead).")
+]
+LeaseOpt = Annotated[
+    float, typer.Option("--lease-seconds", help="Lease duration; renewed every third of it while running.")
+]
+
+
+def _format_options(pairs: list[str] | None) -> dict[str, Any] | None:
+    if not pairs:
+        return None
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise InputError(f"--format-option {pair!r}: expected KEY=VALUE")
+        try:
+            options[key] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key] = value
+    return options
+
+
+def _options(pairs: list[str] | None) -> dict[str, Any] | None:
+    return storage_options(pairs) if pairs else None
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if value < 1:
+        return f"{value * 1000:.0f} ms"
+    if value < 120:
+        return f"{value:.1f} s"
+    if value < 7200:
+        return f"{value / 60:.1f} min"
+    return f"{value / 3600:.1f} h"
+
+
+def _money(value: float, currency: str) -> str:
+    return f"{value:,.2f} {currency}" if value >= 0.01 or value == 0 else f"{value:.4f} {currency}"
+
+
+# ----------------------------------------------------------------------------------------------- render
+
+
+def _render_plan(plan: CutoverPlan) -> None:
+    console.print(
+        f"[bold]plan[/]: {plan.source} ({plan.dataset}@{plan.alias}) → {plan.destination} "
+        f"as {plan.format} ({plan.operation})"
+    )
+    layout = plan.layout
+    if layout:
+        console.print(
+            f"  target: {layout['files']} files ({', '.join(layout['names'])}), {layout['rows']:,} rows, "
+            f"about {human_bytes(layout['bytes_estimated'])}"
+        )
+    figures = plan.estimate
+    if figures is not None:
+        table = Table(title="estimate", show_edge=False)
+        for column in ("stage", "time"):
+            table.add_column(column)
+        for stage, seconds in figures.seconds.items():
+            table.add_row(stage, _seconds(seconds))
+        table.add_row("[bold]total[/]", f"[bold]{_seconds(figures.total_seconds)}[/]")
+        console.print(table)
+        console.print(
+            f"  bytes: {human_bytes(figures.bytes_read_source)} read from the source, "
+            f"{human_bytes(figures.bytes_written)} written, "
+            f"{human_bytes(figures.bytes_read_target)} read back; "
+            f"requests: {figures.requests['source_get']:,} source GET, {figures.requests['target_get']:,} "
+            f"target GET, {figures.requests['target_put']:,} target PUT"
+        )
+        cost = Table(title=f"cost ({plan.prices} prices)", show_edge=False)
+        for column in ("item", "quantity", "unit price", "cost"):
+            cost.add_column(column)
+        for line in figures.cost:
+            cost.add_row(
+                line.item,
+                f"{line.quantity:,.4g} {line.unit}",
+                f"{line.unit_price:g}",
+                _money(line.cost, figures.currency),
+            )
+        cost.add_row("[bold]total[/]", "", "", f"[bold]{_money(figures.total_cost, figures.currency)}[/]")
+        console.print(cost)
+        console.print(
+            f"  peak extra storage: {human_bytes(figures.peak_extra_bytes)} while both copies exist; "
+            f"storage per month {_money(figures.storage_per_month_before, figures.currency)} now, "
+            f"{_money(figures.storage_per_month_after, figures.currency)} after"
+        )
+        for note in figures.notes:
+            console.print(f"  {note}")
+    compat = plan.compatibility
+    verdict = "[bold green]OK[/]" if plan.ok else "[bold red]WILL STOP AT PLAN[/]"
+    console.print(f"  compatibility: {verdict} (schema {compat.get('verdict')})")
+    for problem in plan.problems:
+        console.print(f"    - {problem}")
+    for note in plan.notes:
+        console.print(f"  {note}")
+
+
+def _evidence_line(name: str, evidence: dict[str, Any]) -> str:
+    if not evidence:
+        return ""
+    if name == "plan":
+        est = evidence.get("estimate") or {}
+        layout = evidence.get("layout") or {}
+        cost = (est.get("cost") or {}).get("total")
+        return (
+            f"{layout.get('files', '?')} files, ~{human_bytes((est.get('bytes') or {}).get('target'))}, "
+            f"est. {_seconds(est.get('total_seconds'))}"
+            + (f", {cost:.2f} {(est.get('cost') or {}).get('currency')}" if cost is not None else "")
+        )
+    if name == "copy":
+        return (
+            f"{evidence.get('target')}: {evidence.get('shards')} files, "
+            f"{human_bytes(evidence.get('bytes_copied'))}"
+            f" ({evidence.get('units_written')} written, {evidence.get('units_resumed')} resumed)"
+        )
+    if name == "verify":
+        summary = (evidence.get("verify") or {}).get("summary") or {}
+        same = (evidence.get("fingerprint") or {}).get("same_rows")
+        shards = ", ".join(f"{n} {status}" for status, n in summary.items())
+        return f"shards: {shards}; same rows as the source: {'yes' if same else 'NO'}"
+    if name == "shadow":
+        bench = evidence.get("bench") or {}
+        sample = evidence.get("sample") or {}
+        text = f"gates {'passed' if bench.get('passed') else 'FAILED'}"
+        if sample:
+            text += f"; {sample.get('rows_compared')} rows compared by {sample.get('method')}, "
+            text += f"{sample.get('mismatches')} differ"
+        return text
+    if name == "switch":
+        moved = "moved" if evidence.get("moved") else "already moved"
+        return f"{evidence.get('alias')} {evidence.get('from')} → {evidence.get('to')} ({moved})"
+    if name == "complete":
+        deleted = evidence.get("deleted")
+        text = f"{evidence.get('deprecated')} deprecated"
+        if deleted:
+            text += f"; {deleted.get('files_removed')} old files deleted"
+        return text
+    return ""
+
+
+def _render_report(report: CutoverReport) -> None:
+    state = report.state
+    target = f"{state.target_version}" if state.target_version is not None else "?"
+    console.print(
+        f"cutover [bold]{report.id}[/]: {state.dataset}@{state.alias} {state.source_version} → {target} "
+        f"({state.spec.get('destination')}), phase [bold]{state.phase}[/]"
+    )
+    planned = {p.item: p for p in report.plan_vs_actual}
+    table = Table(show_edge=False)
+    for column in ("stage", "status", "time", "planned", "evidence"):
+        table.add_column(column)
+    styles = {"done": "green", "failed": "bold red", "running": "yellow", "pending": "dim"}
+    for stage in state.stages:
+        status = stage.status + (f" (hook {stage.hook})" if stage.hook in ("pending", "failed") else "")
+        row = planned.get(f"{stage.name} time")
+        table.add_row(
+            stage.name,
+            f"[{styles.get(stage.status, '')}]{status}[/]",
+            _seconds(stage.seconds),
+            _seconds(row.planned) if row is not None else "",
+            _evidence_line(stage.name, dict(stage.evidence)) or (stage.error or ""),
+        )
+    console.print(table)
+    if report.progress:
+        console.print(
+            f"  copy: {report.progress['files_done']} of {report.progress['files_total']} files written"
+        )
+    if report.lease is not None and report.lease_held:
+        console.print(f"  lease: held by {report.lease.describe()}")
+    if state.rollback is not None:
+        console.print(f"  rollback: {state.rollback.get('status')}")
+    if report.stopped:
+        console.print(f"  {report.stopped}")
+    if report.failed:
+        console.print(f"  [bold red]failed:[/] {report.failed}", highlight=False)
+    for note in report.notes:
+        console.print(f"  {note}")
+    if report.next_command:
+        console.print(f"  next: {report.next_command}")
+
+
+def _finish(report: CutoverReport, json_output: bool) -> None:
+    if report.broke_lease is not None:
+        why = "expired" if report.broke_lease.expires <= _now() else "forced"
+        err_console.print(f"broke the lease of {report.broke_lease.describe()} ({why})", highlight=False)
+    if json_output:
+        print_json(report.to_dict())
+    else:
+        _render_report(report)
+    if not report.ok:
+        raise CheckFailedExit()
+
+
+def _now() -> float:
+    import time
+
+    return time.time()
+
+
+# ----------------------------------------------------------------------------------------------- commands
+
+
+@cutover_app.command(
+    epilog="Examples:\n\n  dsm cutover plan web-text@prod --to s3://new-bucket/web-text/ --format parquet\n\n"
+    "  dsm cutover plan web-text@prod --to data/web-text-64/ --num-shards 64 --prices prices.yaml --json\n\n"
+    "Measures a short read of the source and writes one temporary sample file to the destination (removed); "
+    "starts nothing. Exit codes: 0 the cutover could go ahead, 1 it would stop at plan (problems listed), "
+    "2 bad input, 3 storage failure."
+)
+@exits
+def plan(
+    ref: RefArg,
+    to: ToOpt,
+    format: FormatOpt = None,
+    num_shards: NumShardsOpt = None,
+    shard_size: ShardSizeOpt = None,
+    rows_per_shard: RowsPerShardOpt = None,
+    shuffle: ShuffleOpt = False,
+    seed: SeedOpt = None,
+    compression: CompressionOpt = None,
+    compression_level: LevelOpt = None,
+    row_group_size: RowGroupOpt = None,
+    format_option: FormatOptionOpt = None,
+    alias: AliasOpt = None,
+    prices: PricesOpt = None,
+    retain: RetainOpt = "7d",
+    delete_old: DeleteOldOpt = False,
+    shadow_duration: ShadowDurationOpt = 2.0,
+    allow_breaking: AllowBreakingOpt = False,
+    measure_seconds: MeasureOpt = 1.0,
+    workers: WorkersOpt = None,
+    registry: RegistryOpt = None,
+    storage_option: StorageOpt = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Print the plan of a cutover (layout, time, cost, peak storage, compatibility) without starting it."""
+    from dsm.commands import cutover as lib
+
+    result = lib.plan_cutover(
+        ref,
+        to=to,
+        format=format,
+        num_shards=num_shards,
+        shard_size=shard_size,
+        rows_per_shard=rows_per_shard,
+        shuffle=shuffle,
+        seed=seed,
+        compression=compression,
+        compression_level=compression_level,
+        row_group_size=row_group_size,
+        format_options=_format_options(format_option),
+        alias=alias,
+        prices=prices,
+        retain=retain,
+        delete_old=delete_old,
+        shadow_duration=shadow_duration,
+        allow_breaking=allow_breaking,
+        measure_seconds=measure_seconds,
+        workers=workers,
+        registry=registry,
+        storage_options=_options(storage_option),
+    )
+    if json_output:
+        print_json(result.to_dict())
+    else:
+        _render_plan(result)
+    if not result.ok:
+        raise CheckFailedExit()
+
+
+@cutover_app.command(
+    epilog="Examples:\n\n"
+    "  dsm cutover start web-text@prod --to s3://new-bucket/web-text/ --format parquet\n\n"
+    "  dsm cutover start web-text@prod --to data/web-text-64/ --num-shards 64 --run --retain 0\n\n"
+    "  dsm cutover start web-text@prod --to az://c/web-text/ --run --postpone-switch "
+    "--max-regression 10 --on-stage 'notify.sh'\n\n"
+    "Creates the cutover and runs its plan stage (--run: every stage; --through STAGE: up to STAGE). "
+    "Hooks get DSM_CUTOVER_ID, DSM_CUTOVER_STAGE, DSM_CUTOVER_DATASET, DSM_CUTOVER_ALIAS and DSM_REGISTRY; "
+    "a hook that fails stops the cutover before the next stage.\n\n"
+    "Exit codes: 0 done or waiting, 1 a stage or gate failed (see the journal), 2 bad input (nothing was "
+    "created), 3 storage failure or locked.",
+)
+@exits
+def start(
+    ref: RefArg,
+    to: ToOpt,
+    format: FormatOpt = None,
+    num_shards: NumShardsOpt = None,
+    shard_size: ShardSizeOpt = None,
+    rows_per_shard: RowsPerShardOpt = None,
+    shuffle: ShuffleOpt = False,
+    seed: SeedOpt = None,
+    compression: CompressionOpt = None,
+    compression_level: LevelOpt = None,
+    row_group_size: RowGroupOpt = None,
+    format_option: FormatOptionOpt = None,
+    alias: AliasOpt = None,
+    prices: PricesOpt = None,
+    retain: RetainOpt = "7d",
+    delete_old: DeleteOldOpt = False,
+    postpone_switch: Annotated[
+        bool,
+        typer.Option("--postpone-switch", help="Wait before the switch until `run ID --through switch`."),
+    ] = False,
+    on_stage: Annotated[
+        list[str] | None, typer.Option("--on-stage", help="Shell command run after each stage (repeatable).")
+    ] = None,
+    max_regression: Annotated[
+        float | None, typer.Option("--max-regression", help="Shadow gate: % the new version may read slower.")
+    ] = None,
+    max_p99: Annotated[
+        float | None, typer.Option("--max-p99", help="Shadow gate: seconds of the new version's request p99.")
+    ] = None,
+    min_throughput: Annotated[
+        str | None, typer.Option("--min-throughput", help="Shadow gate: bytes/s the new version must read.")
+    ] = None,
+    sample_rows: Annotated[
+        int, typer.Option("--sample-rows", min=0, help="Rows read from both versions and compared (0: none).")
+    ] = 1000,
+    shadow_duration: ShadowDurationOpt = 2.0,
+    shadow_workers: Annotated[
+        str, typer.Option("--shadow-workers", help="Reader threads of the shadow benchmark (e.g. 4 or 1,4).")
+    ] = "1",
+    allow_breaking: AllowBreakingOpt = False,
+    measure_seconds: MeasureOpt = 1.0,
+    run: Annotated[bool, typer.Option("--run", help="Run every stage now (not only the plan).")] = False,
+    through: ThroughOpt = None,
+    lease_seconds: LeaseOpt = 60.0,
+    workers: WorkersOpt = None,
+    registry: RegistryOpt = None,
+    storage_option: StorageOpt = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Create a cutover (id and journal in the registry) and run its plan, or every stage with --run."""
+    from dsm.commands import cutover as lib
+
+    report = lib.start_cutover(
+        ref,
+        to=to,
+        format=format,
+        num_shards=num_shards,
+        shard_size=shard_size,
+        rows_per_shard=rows_per_shard,
+        shuffle=shuffle,
+        seed=seed,
+        compression=compression,
+        compression_level=compression_level,
+        row_group_size=row_group_size,
+        format_options=_format_options(format_option),
+        alias=alias,
+        prices=prices,
+        retain=retain,
+        delete_old=delete_old,
+        postpone_switch=postpone_switch,
+        on_stage=on_stage or (),
+        max_regression=max_regression,
+        max_p99=max_p99,
+        min_throughput=min_throughput,
+        sample_rows=sample_rows,
+        shadow_duration=shadow_duration,
+        shadow_workers=shadow_workers,
+        allow_breaking=allow_breaking,
+        measure_seconds=measure_seconds,
+        run=run,
+        through=through,
+        lease_seconds=lease_seconds,
+        workers=workers,
+        registry=registry,
+        storage_options=_options(storage_option),
+        progress=progress_for(json_output),
+    )
+    _finish(report, json_output)
+
+
+@cutover_app.command(
+    epilog="Examples:\n\n  dsm cutover run 20261130T100000Z-3fa2c1\n\n"
+    "  dsm cutover run 20261130T100000Z-3fa2c1 --through copy --json\n\n"
+    "  dsm cutover run 20261130T100000Z-3fa2c1 --through switch   (releases a postponed switch)\n\n"
+    "A second run while one holds the lease exits 3 naming the holder "
+    "(`locked by user@host pid N until T`).\n\n"
+    "Exit codes: 0 done or waiting, 1 a stage or gate failed, 2 bad input, 3 storage failure or locked."
+)
+@exits
+def run(
+    cutover_id: IdArg,
+    through: ThroughOpt = None,
+    force: ForceOpt = False,
+    lease_seconds: LeaseOpt = 60.0,
+    workers: WorkersOpt = None,
+    registry: RegistryOpt = None,
+    storage_option: StorageOpt = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Run the next stages of a cutover, up to --through (default: all; complete waits for --retain)."""
+    from dsm.commands import cutover as lib
+
+    report = lib.run_cutover(
+        cutover_id,
+        through=through,
+        force=force,
+        lease_seconds=lease_seconds,
+        workers=workers,
+        registry=registry,
+        storage_options=_options(storage_option),
+        progress=progress_for(json_output),
+    )
+    _finish(report, json_output)
+
+
+@cutover_app.command(
+    epilog="Examples:\n\n  dsm cutover resume 20261130T100000Z-3fa2c1\n\n"
+    "  dsm cutover resume 20261130T100000Z-3fa2c1 --force   "
+    "(the previous run was killed: break its lease)\n\n"
+    "Exit codes: 0 done or waiting, 1 a stage or gate failed, 2 bad input, 3 storage failure or locked."
+)
+@exits
+def resume(
+    cutover_id: IdArg,
+    force: ForceOpt = False,
+    lease_seconds: LeaseOpt = 60.0,
+    workers: WorkersOpt = None,
+    registry: RegistryOpt = None,
+    storage_option: StorageOpt = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Finish what the last run of a cutover was doing, after a crash, a failure or Ctrl-C."""
+    from dsm.commands import cutover as lib
+
+    report = lib.resume_cutover(
+        cutover_id,
+        force=force,
+        lease_seconds=lease_seconds,
+        workers=workers,
+        registry=registry,
+        storage_options=_options(storage_option),
+        progress=progress_for(json_output),
+    )
+    _finish(report, json_output)
+
+
+@cutover_app.command(
+    epilog="Examples:\n\n  dsm cutover rollback 20261130T100000Z-3fa2c1\n\n"
+    "  dsm cutover rollback 20261130T100000Z-3fa2c1 --discard-target --json\n\n"
+    "Possible until complete starts. The old version is verified (bytes) first; the alias moves back only "
+    "from this cutover's target. --discard-target deletes only the files the copy wrote "
+    "(never the folder).\n\n"
+    "Exit codes: 0 rolled back, 1 the old version does not verify (nothing changed), 2 not possible or bad "
+    "input, 3 storage failure or locked."
+)
+@exits
+def rollback(
+    cutover_id: IdArg,
+    discard_target: Annotated[
+        bool, typer.Option("--discard-target", help="Also delete the files the copy wrote (not the folder).")
+    ] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", help="Roll back even if the old version fails verify; break another's lease."
+        ),
+    ] = False,
+    lease_seconds: LeaseOpt = 60.0,
+    workers: WorkersOpt = None,
+    registry: RegistryOpt = None,
+    storage_option: StorageOpt = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Put the alias back on the old version (untouched) and end the cutover."""
+    from dsm.commands import cutover as lib
+
+    report = lib.rollback_cutover(
+        cutover_id,
+        discard_target=discard_target,
+        force=force,
+        lease_seconds=lease_seconds,
+        workers=workers,
+        registry=registry,
+        storage_options=_options(storage_option),
+        progress=progress_for(json_output),
+    )
+    _finish(report, json_output)
+
+
+@cutover_app.command(
+    epilog="Examples:\n\n  dsm cutover status\n\n  dsm cutover status 20261130T100000Z-3fa2c1 --json\n\n"
+    "Without an id: the most recent cutover. Always exits 0 when the cutover exists (read `phase`)."
+)
+@exits
+def status(
+    cutover_id: Annotated[str | None, typer.Argument(help="Cutover id (default: the most recent).")] = None,
+    registry: RegistryOpt = None,
+    storage_option: StorageOpt = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Stage, progress, evidence and lease holder of a cutover, with the plan beside what was measured."""
+    from dsm.commands import cutover as lib
+
+    report = lib.cutover_status(cutover_id, registry=registry, storage_options=_options(storage_option))
+    if json_output:
+        print_json(report.to_dict())
+        return
+    _render_report(report)
+    rows = [p for p in report.plan_vs_actual if p.planned is not None or p.actual is not None]
+    if rows:
+        table = Table(title="planned and measured", show_edge=False)
+        for column in ("item", "planned", "measured"):
+            table.add_column(column)
+        for row in rows:
+            show = human_bytes if row.unit == "bytes" else _seconds
+            table.add_row(row.item, show(row.planned), show(row.actual))
+        console.print(table)
+
+
+@cutover_app.command(
+    name="list", epilog="Examples:\n\n  dsm cutover list\n\n  dsm cutover list --name web-text --json"
+)
+@exits
+def list_(
+    name: Annotated[str | None, typer.Option("--name", help="Only the cutovers of this dataset.")] = None,
+    registry: RegistryOpt = None,
+    storage_option: StorageOpt = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """List the cutovers in the registry with their phase."""
+    from dsm.commands import cutover as lib
+
+    reports = lib.list_cutovers(name=name, registry=registry, storage_options=_options(storage_option))
+    if json_output:
+        print_json([r.to_dict() for r in reports])
+        return
+    table = Table(title="cutovers")
+    for column in ("id", "dataset", "from", "to", "phase", "next stage", "destination", "lease"):
+        table.add_column(column)
+    for r in reports:
+        s = r.state
+        table.add_row(
+            r.id,
+            f"{s.dataset}@{s.alias}",
+            str(s.source_version),
+            str(s.target_version or "-"),
+            s.phase,
+            s.next_stage or "-",
+            str(s.spec.get("destination")),
+            r.lease.owner.describe() if r.lease is not None and r.lease_held else "",
+        )
+    console.print(table)
+    if not reports:
+        print("no cutovers", file=sys.stderr)

@@ -1,0 +1,201 @@
+"""``dsm convert-format`` and ``dsm reshard``: parse options, make one library call, render the result."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from dsm.cli import exits
+from dsm.cli.app import JsonOpt, RegistryOpt, StorageOpt, WorkersOpt, app, storage_options
+from dsm.cli.render import console, human_bytes, print_json, progress_for
+from dsm.errors import InputError
+
+if TYPE_CHECKING:
+    from dsm.commands.rewrite import RewriteResult
+
+__all__ = ["convert_format", "reshard"]
+
+ToOpt = Annotated[str, typer.Option("--to", help="Target format: parquet, jsonl, csv, arrow, webdataset.")]
+CompressionOpt = Annotated[
+    str | None,
+    typer.Option("--compression", help="Compression of the target format (e.g. zstd, snappy, gzip, none)."),
+]
+LevelOpt = Annotated[int | None, typer.Option("--compression-level", help="Compression level (Parquet).")]
+RowGroupOpt = Annotated[
+    int | None,
+    typer.Option("--row-group-size", min=1, help="Rows per Parquet row group (default: the format's)."),
+]
+FormatOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--format-option", help="Another option of the target format, KEY=VALUE (repeatable; JSON values)."
+    ),
+]
+NameOpt = Annotated[
+    str | None,
+    typer.Option("--name", help="Register the output under this name (default: the source's name)."),
+]
+OverwriteOpt = Annotated[
+    bool,
+    typer.Option(
+        "--overwrite",
+        help="Write into a destination that is not empty (files dsm did not write are kept, never deleted).",
+    ),
+]
+
+
+def _format_options(pairs: list[str] | None) -> dict[str, Any] | None:
+    if not pairs:
+        return None
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise InputError(f"--format-option {pair!r}: expected KEY=VALUE")
+        try:
+            options[key] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key] = value
+    return options
+
+
+def _render(result: RewriteResult, json_output: bool) -> None:
+    if json_output:
+        print_json(result.to_dict())
+        return
+    contract = result.contract
+    fp = contract.fingerprint
+    resumed = f", {result.units_resumed} kept from an interrupted run" if result.units_resumed else ""
+    console.print(
+        f"wrote [bold]{result.dataset}[/] from {result.source}: {result.shards} {contract.format} shards, "
+        f"{result.rows:,} rows, {human_bytes(result.bytes)} at {result.location}{resumed}"
+    )
+    if fp is not None:
+        which = "unordered" if result.parameters.get("shuffle") else "unordered and ordered"
+        console.print(f"  row fingerprint {fp.unordered[:16]} matches {result.source} ({which})")
+    for note in result.notes:
+        console.print(f"  {note}")
+
+
+@app.command(
+    name="convert-format",
+    epilog="Examples:\n\n  dsm convert-format logs@2 s3://bucket/logs/v3/ --to parquet --compression zstd\n\n"
+    "  dsm convert-format web-text data/web-text-jsonl/ --to jsonl --compression gzip --json\n\n"
+    "One output file per source shard (part-00000-of-00064.parquet ...). The output is registered as the "
+    "next version of the dataset once its row fingerprint is proven equal to the source's. Run the same "
+    "command again after a crash to resume.\n\n"
+    "Exit codes: 0 done and proven, 1 a source shard or the fingerprint failed its check, 2 bad input "
+    "(the format cannot hold the schema, the destination holds other files), 3 storage failure.",
+)
+@exits
+def convert_format(
+    ref: Annotated[
+        str, typer.Argument(help="Dataset reference: NAME, NAME@N, NAME@ALIAS or a contract file.")
+    ],
+    dest: Annotated[
+        str, typer.Argument(help="Destination folder (any fsspec URL); empty, or this rewrite's.")
+    ],
+    to: ToOpt,
+    compression: CompressionOpt = None,
+    compression_level: LevelOpt = None,
+    row_group_size: RowGroupOpt = None,
+    format_option: FormatOpt = None,
+    name: NameOpt = None,
+    workers: WorkersOpt = None,
+    overwrite: OverwriteOpt = False,
+    registry: RegistryOpt = None,
+    storage_option: StorageOpt = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Rewrite a dataset in another format without changing one row, and register it."""
+    from dsm.commands import rewrite as rewrite_commands  # imported on use: Arrow loads only when needed
+
+    result = rewrite_commands.convert_format(
+        ref,
+        dest,
+        to=to,
+        compression=compression,
+        compression_level=compression_level,
+        row_group_size=row_group_size,
+        format_options=_format_options(format_option),
+        name=name,
+        workers=workers,
+        overwrite=overwrite,
+        registry=registry,
+        storage_options=storage_options(storage_option) if storage_option else None,
+        progress=progress_for(json_output),
+    )
+    _render(result, json_output)
+
+
+@app.command(
+    epilog="Examples:\n\n  dsm reshard web-text@3 s3://bucket/web-text/v4/ --num-shards 64\n\n"
+    "  dsm reshard web-text data/web-text-256mb/ --shard-size 256MB --to parquet --compression zstd\n\n"
+    "  dsm reshard web-text data/web-text-shuffled/ --rows-per-shard 100000 --shuffle --seed 7 --json\n\n"
+    "Exactly one of --num-shards, --shard-size, --rows-per-shard. Without --shuffle the files, read in "
+    "order, hold the rows in the source's order; with it, a seeded global shuffle (the same seed gives the "
+    "same files). --shard-size is a target: rows per file are planned from a sample encoded in the target "
+    "format. Run the same command again after a crash to resume.\n\n"
+    "Exit codes: 0 done and proven, 1 a source shard or the fingerprint failed its check, 2 bad input, "
+    "3 storage failure.",
+)
+@exits
+def reshard(
+    ref: Annotated[
+        str, typer.Argument(help="Dataset reference: NAME, NAME@N, NAME@ALIAS or a contract file.")
+    ],
+    dest: Annotated[
+        str, typer.Argument(help="Destination folder (any fsspec URL); empty, or this rewrite's.")
+    ],
+    num_shards: Annotated[
+        int | None, typer.Option("--num-shards", min=1, help="Number of output files.")
+    ] = None,
+    shard_size: Annotated[
+        str | None, typer.Option("--shard-size", help="Target size of each output file, e.g. 256MB or 1GiB.")
+    ] = None,
+    rows_per_shard: Annotated[
+        int | None,
+        typer.Option("--rows-per-shard", min=1, help="Rows per output file (the last may hold fewer)."),
+    ] = None,
+    shuffle: Annotated[bool, typer.Option("--shuffle", help="Shuffle rows across all output files.")] = False,
+    seed: Annotated[int | None, typer.Option("--seed", help="Seed of the shuffle (default 0).")] = None,
+    to: Annotated[
+        str | None, typer.Option("--to", help="Also convert to this format (default: the source's).")
+    ] = None,
+    compression: CompressionOpt = None,
+    compression_level: LevelOpt = None,
+    row_group_size: RowGroupOpt = None,
+    format_option: FormatOpt = None,
+    name: NameOpt = None,
+    workers: WorkersOpt = None,
+    overwrite: OverwriteOpt = False,
+    registry: RegistryOpt = None,
+    storage_option: StorageOpt = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Rewrite a dataset as other shards (count, size or rows; optionally shuffled) and register it."""
+    from dsm.commands import rewrite as rewrite_commands
+
+    result = rewrite_commands.reshard(
+        ref,
+        dest,
+        num_shards=num_shards,
+        shard_size=shard_size,
+        rows_per_shard=rows_per_shard,
+        shuffle=shuffle,
+        seed=seed,
+        to=to,
+        compression=compression,
+        compression_level=compression_level,
+        row_group_size=row_group_size,
+        format_options=_format_options(format_option),
+        name=name,
+        workers=workers,
+        overwrite=overwrite,
+        registry=registry,
+        storage_options=storage_options(storage_option) if storage_option else None,
+        progress=progress_for(json_output),
+    )
+    _render(result, json_output)

@@ -1,0 +1,978 @@
+"""The read platform: ``dsm.open(REF)`` and iterators with exact, cheap checkpoint and restart.
+
+An iterator's order is a pure function of the contract and its arguments (see :mod:`dsm.order` and
+docs/reading.md). Its state (``state_dict()``) is a small JSON-serialisable dict: the dataset's identity, the
+arguments that define the order, this iterator's share of the epoch and a cursor counted in rows. Loading it
+into a fresh iterator continues with exactly the rows the first would have yielded next, after a seek (a
+Parquet row group from the footer, a JSONL byte offset recorded in the state), never a replay of the epoch.
+
+>>> ds = dsm.open("web-text@prod")  # doctest: +SKIP
+>>> it = ds.iterator(256, shuffle=True, seed=7, rank=0, world_size=4)  # doctest: +SKIP
+>>> batch = next(it)  # doctest: +SKIP
+>>> saved = it.state_dict()  # doctest: +SKIP
+>>> again = ds.iterator(256, shuffle=True, seed=7, rank=0, world_size=4)  # doctest: +SKIP
+>>> again.load_state_dict(saved)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+
+import pyarrow as pa
+import xxhash
+
+from dsm.cache import CacheStats, ShardCache
+from dsm.contract import Contract, Shard
+from dsm.errors import CheckFailed, DatasetNotFound, FormatError, InputError, SchemaError, StateError
+from dsm.formats import Format, get_format
+from dsm.formats._common import describe_exception
+from dsm.formats.base import SeekPoint
+from dsm.order import (
+    DEFAULT_BLOCK_ROWS,
+    EpochOrder,
+    Range,
+    Segment,
+    range_rows,
+    rank_ranges,
+    remaining_ranges,
+    split_ranges,
+)
+from dsm.registry import Registry
+from dsm.storage import Location, location, redact, storage_errors
+
+__all__ = [
+    "LOADER_STATE_FORMAT",
+    "STATE_FORMAT",
+    "Dataset",
+    "DatasetIterator",
+    "ReadReport",
+    "SkippedRows",
+    "dataset_identity",
+    "merge_states",
+    "open",
+]
+
+STATE_FORMAT = "dsm-iterator-state/1"
+"""The ``format`` value of every iterator state; a state of another format is refused."""
+
+LOADER_STATE_FORMAT = "dsm-loader-state/1"
+"""The ``format`` of a DataLoader's state (``dsm.torch``): one iterator state per worker of one rank."""
+
+ORDER_ARGUMENTS = ("shuffle", "seed", "epoch", "block_rows", "rank", "world_size", "drop_last")
+"""The iterator arguments that define which rows it yields and in what order (``batch_size`` only cuts)."""
+
+_ON_ERROR = ("raise", "skip")
+_SKIPPABLE = (FormatError, SchemaError, CheckFailed, DatasetNotFound)
+_DECODE_ERRORS = (pa.ArrowException, ValueError, UnicodeDecodeError, EOFError)
+_POINTS_KEPT = 4096
+
+
+def dataset_identity(contract: Contract) -> str:
+    """The identity a state is tied to: a digest of the shards (paths, sizes, rows, checksums) and of the
+    dataset's ordered row fingerprint. A new version with the same shards has the same identity; a moved
+    copy (another location) too."""
+    payload = {
+        "shards": [[s.path, s.bytes, s.rows, s.checksum, s.ordered_fingerprint] for s in contract.shards],
+        "fingerprint": contract.fingerprint.ordered if contract.fingerprint else None,
+        "format": contract.format,
+    }
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    return f"xxh3-128:{xxhash.xxh3_128_hexdigest(text.encode('utf-8'))}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SkippedRows:
+    """Rows an iterator with ``on_error="skip"`` did not yield: epoch positions ``[start, stop)``, all in
+    ``shard`` from its within-shard row ``row``, and why."""
+
+    shard: str
+    start: int
+    stop: int
+    row: int
+    error: str
+
+    @property
+    def rows(self) -> int:
+        return self.stop - self.start
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "shard": self.shard,
+            "start": self.start,
+            "stop": self.stop,
+            "row": self.row,
+            "error": self.error,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SkippedRows:
+        return cls(
+            shard=str(data["shard"]),
+            start=int(data["start"]),
+            stop=int(data["stop"]),
+            row=int(data["row"]),
+            error=str(data["error"]),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReadReport:
+    """What one iterator did: rows and batches yielded (since it was made), rows skipped, cache activity."""
+
+    dataset: str
+    epoch: int
+    rank: int
+    world_size: int
+    rows: int
+    batches: int
+    skipped: tuple[SkippedRows, ...]
+    cache: CacheStats | None = None
+
+    @property
+    def skipped_rows(self) -> int:
+        return sum(s.rows for s in self.skipped)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dataset": self.dataset,
+            "epoch": self.epoch,
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "rows": self.rows,
+            "batches": self.batches,
+            "skipped_rows": self.skipped_rows,
+            "skipped": [s.to_dict() for s in self.skipped],
+            "cache": self.cache.to_dict() if self.cache else None,
+        }
+
+
+def open(
+    ref: str | Contract,
+    *,
+    registry: str | Registry | None = None,
+    columns: Sequence[str] | None = None,
+    cache_dir: str | None = None,
+    cache_limit: int | str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> Dataset:
+    """Open a registered dataset for reading (``NAME``, ``NAME@3``, ``NAME@prod``, a contract path).
+
+    ``columns`` projects by name. ``cache_dir`` keeps verified copies of remote shards on local disk, shared
+    by every process using the same folder, within ``cache_limit`` (bytes, or text such as ``"50GB"``); a
+    dataset on local disk is read in place. Nothing is read until an iterator asks.
+
+    >>> ds = open("web-text@prod", cache_dir="/tmp/dsm-cache", cache_limit="50GB")  # doctest: +SKIP
+    >>> ds.num_rows, ds.schema.names  # doctest: +SKIP
+    (4000000, ['id', 'text'])
+    """
+    from dsm.commands._common import resolve
+
+    if cache_limit is not None and cache_dir is None:
+        raise InputError("cache_limit needs cache_dir: give the folder the cache lives in")
+    contract = resolve(ref, registry, storage_options)
+    cache = None
+    if cache_dir is not None:
+        limit = None
+        if cache_limit is not None:
+            from dsm.commands.bench import parse_size
+
+            limit = parse_size(cache_limit, what="cache_limit")
+        cache = ShardCache(cache_dir, limit=limit)
+    return Dataset(contract, columns=columns, cache=cache, storage_options=storage_options)
+
+
+class Dataset:
+    """One version of a dataset, open for reading: its ``schema``, ``num_rows``, ``shards`` and iterators."""
+
+    def __init__(
+        self,
+        contract: Contract,
+        *,
+        columns: Sequence[str] | None = None,
+        cache: ShardCache | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        unknown = [s.path for s in contract.shards if s.rows is None]
+        if unknown:
+            raise InputError(
+                f"{contract.ref}: the contract has no row count for shard {unknown[0]}; "
+                "re-register the dataset so that every shard records its rows"
+            )
+        self.contract = contract
+        self.fingerprint = dataset_identity(contract)
+        self._storage_options = dict(storage_options or {})
+        self._location: Location | None = None
+        self.format: Format = get_format(contract.format, **dict(contract.format_options))
+        self._full_schema: pa.Schema = contract.schema.to_arrow()
+        if columns is not None:
+            columns = list(columns)
+            missing = [c for c in columns if self._full_schema.get_field_index(c) < 0]
+            if missing:
+                raise SchemaError(
+                    f"{contract.ref}: no column {', '.join(repr(c) for c in missing)} "
+                    f"(columns: {', '.join(self._full_schema.names)})"
+                )
+        self.columns: tuple[str, ...] | None = tuple(columns) if columns is not None else None
+        self.schema: pa.Schema = (
+            pa.schema([self._full_schema.field(c) for c in self.columns])
+            if self.columns
+            else self._full_schema
+        )
+        self._cache = cache
+
+    def __repr__(self) -> str:
+        return f"Dataset({self.ref!r}, rows={self.num_rows}, shards={len(self.shards)})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_location"] = None  # filesystems are made again in the receiving process
+        return state
+
+    @property
+    def ref(self) -> str:
+        return self.contract.ref
+
+    @property
+    def num_rows(self) -> int:
+        return sum(s.rows or 0 for s in self.contract.shards)
+
+    @property
+    def shards(self) -> tuple[Shard, ...]:
+        return self.contract.shards
+
+    @property
+    def location(self) -> Location:
+        if self._location is None:
+            self._location = location(self.contract.location, self._storage_options)
+        return self._location
+
+    @property
+    def cache(self) -> ShardCache | None:
+        """The shard cache in use: None for datasets on local disk or without ``cache_dir``."""
+        if self._cache is not None and self.location.is_local:
+            return None
+        return self._cache
+
+    def iterator(
+        self,
+        batch_size: int,
+        *,
+        shuffle: bool = False,
+        seed: int = 0,
+        epoch: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+        drop_last: bool = False,
+        on_error: str = "raise",
+        block_rows: int = DEFAULT_BLOCK_ROWS,
+    ) -> DatasetIterator:
+        """An iterator over this rank's share of one epoch, as record batches of ``batch_size`` rows.
+
+        The last batch may be short unless ``drop_last`` (which also gives every rank the same number of
+        rows, so that ranks take the same number of steps). With ``shuffle``, shards are permuted by
+        ``seed`` and ``epoch`` and rows within blocks of ``block_rows`` rows. ``on_error="skip"`` skips
+        the rest of a shard that is corrupt or does not decode, and records it (``report()``, state).
+        """
+        return DatasetIterator(
+            self,
+            batch_size=batch_size,
+            shuffle=shuffle,
+            seed=seed,
+            epoch=epoch,
+            rank=rank,
+            world_size=world_size,
+            drop_last=drop_last,
+            on_error=on_error,
+            block_rows=block_rows,
+        )
+
+    def restore(self, state: Mapping[str, Any], *, batch_size: int | None = None) -> DatasetIterator:
+        """A fresh iterator made with the arguments recorded in ``state``, with ``state`` loaded."""
+        _check_shape(state)
+        order = state["order"]
+        it = self.iterator(
+            batch_size or int(state["batch_size"]),
+            shuffle=bool(order["shuffle"]),
+            seed=int(order["seed"]),
+            epoch=int(order["epoch"]),
+            rank=int(order["rank"]),
+            world_size=int(order["world_size"]),
+            drop_last=bool(order["drop_last"]),
+            on_error=str(state.get("on_error", "raise")),
+            block_rows=int(order["block_rows"]),
+        )
+        it.load_state_dict(state)
+        return it
+
+    def rows(self, **arguments: Any) -> Iterator[dict[str, Any]]:
+        """Rows as dicts, in the order ``iterator(**arguments)`` gives (``batch_size`` defaults to 1024)."""
+        arguments.setdefault("batch_size", 1024)
+        return self.iterator(**arguments).rows()
+
+    def close(self) -> None:
+        """Stop background prefetching (iterators still work; they fetch on demand)."""
+        if self._cache is not None:
+            self._cache.close()
+
+    # ------------------------------------------------------------------------------------- internals
+
+    @contextlib.contextmanager
+    def open_shard(self, index: int) -> Iterator[IO[bytes]]:
+        """The file of shard ``index``: from the cache (verified), or from its location after a size check.
+
+        Files on local disk (cached ones too) are opened as pyarrow native files, so decoding reads them
+        without the Python file layer.
+        """
+        shard = self.contract.shards[index]
+        cache = self.cache
+        if cache is not None:
+            with cache.open(self.location, shard) as handle, pa.OSFile(handle.name, "rb") as native:
+                yield native  # type: ignore[misc]
+            return
+        loc = self.location
+        size = loc.size(shard.path)
+        if size != shard.bytes:
+            raise CheckFailed(
+                f"shard {redact(loc.url_of(shard.path))}: {size} bytes, the contract records {shard.bytes}: "
+                "the file changed after registration; run `dsm verify` and restore it or re-register"
+            )
+        if loc.is_local:
+            with storage_errors(loc.url_of(shard.path)):
+                native = pa.OSFile(loc.path(shard.path), "rb")
+            with native:
+                yield native  # type: ignore[misc]
+            return
+        with loc.open(shard.path) as handle:
+            yield handle
+
+    def prefetch(self, indexes: Sequence[int]) -> None:
+        """Ask the cache to download these shards next (no-op without a cache)."""
+        cache = self.cache
+        if cache is not None and indexes:
+            cache.prefetch(self.location, [self.contract.shards[i] for i in indexes])
+
+
+class _ShardStream:
+    """Rows of one shard read forward from a row; keeps the seek points the format hands out."""
+
+    def __init__(
+        self,
+        dataset: Dataset,
+        index: int,
+        row: int,
+        seek: SeekPoint | None,
+        batch_rows: int,
+        points: list[SeekPoint],
+    ) -> None:
+        self.index = index
+        self.shard = dataset.contract.shards[index]
+        self.row = row
+        self._points = points
+        self._stack = contextlib.ExitStack()
+        self._head: pa.RecordBatch | None = None
+        try:
+            handle = self._stack.enter_context(dataset.open_shard(index))
+            self._batches = dataset.format.iter_batches_from(
+                handle,
+                shard=self.shard.path,
+                start_row=row,
+                seek=seek,
+                schema=dataset._full_schema,
+                columns=list(dataset.columns) if dataset.columns else None,
+                batch_rows=batch_rows,
+            )
+        except BaseException:
+            self._stack.close()
+            raise
+
+    def _next(self) -> pa.RecordBatch:
+        try:
+            batch, point = next(self._batches)
+        except StopIteration:
+            raise FormatError(
+                f"shard {self.shard.path}: ended at row {self.row}, the contract records "
+                f"{self.shard.rows} rows: the file changed after registration; run `dsm verify`"
+            ) from None
+        except (FormatError, SchemaError):
+            raise
+        except _DECODE_ERRORS as exc:
+            raise FormatError(
+                f"shard {self.shard.path}: cannot be decoded ({describe_exception(exc)})"
+            ) from None
+        except OSError as exc:
+            if type(exc) is not OSError:  # storage failures are subclasses; pyarrow's decode errors are not
+                raise
+            raise FormatError(
+                f"shard {self.shard.path}: cannot be decoded ({describe_exception(exc)})"
+            ) from None
+        if point is not None:
+            self._points.append(point)
+            if len(self._points) > _POINTS_KEPT:
+                del self._points[: len(self._points) - _POINTS_KEPT]
+        return batch
+
+    def read(self, count: int) -> Iterator[pa.RecordBatch]:
+        """The next ``count`` rows, in the batches the format gives (FormatError if the shard ends first)."""
+        while count > 0:
+            head = self._head if self._head is not None else self._next()
+            rows = head.num_rows
+            if rows <= count:
+                self._head = None
+                self.row += rows
+                count -= rows
+                if rows:
+                    yield head
+            else:
+                self._head = head.slice(count)
+                self.row += count
+                yield head.slice(0, count)
+                return
+
+    def take(self, count: int) -> list[pa.RecordBatch]:
+        """The next ``count`` rows as a list of batches."""
+        return list(self.read(count))
+
+    def close(self) -> None:
+        self._head = None
+        self._stack.close()
+
+
+def _concat(pieces: list[pa.RecordBatch]) -> pa.RecordBatch:
+    return pieces[0] if len(pieces) == 1 else pa.concat_batches(pieces)
+
+
+class DatasetIterator:
+    """Record batches of one rank's share of one epoch, with ``state_dict`` / ``load_state_dict``.
+
+    Made by :meth:`Dataset.iterator`. ``next(it)`` gives a ``pyarrow.RecordBatch``; :meth:`rows` gives dicts.
+    """
+
+    def __init__(
+        self,
+        dataset: Dataset,
+        *,
+        batch_size: int,
+        shuffle: bool,
+        seed: int,
+        epoch: int,
+        rank: int,
+        world_size: int,
+        drop_last: bool,
+        on_error: str,
+        block_rows: int,
+    ) -> None:
+        _check_arguments(batch_size, seed, epoch, rank, world_size, on_error, block_rows)
+        self.dataset = dataset
+        self.batch_size = int(batch_size)
+        self.on_error = on_error
+        self.order_arguments: dict[str, Any] = {
+            "shuffle": bool(shuffle),
+            "seed": int(seed),
+            "epoch": int(epoch),
+            "block_rows": int(block_rows),
+            "rank": int(rank),
+            "world_size": int(world_size),
+            "drop_last": bool(drop_last),
+        }
+        self.order = EpochOrder(
+            shard_rows=tuple(int(s.rows or 0) for s in dataset.shards),
+            shuffle=bool(shuffle),
+            seed=int(seed),
+            epoch=int(epoch),
+            block_rows=int(block_rows),
+        )
+        self._assignment: list[Range] = rank_ranges(self.order.total, rank, world_size, drop_last=drop_last)
+        if self.rows_assigned == 0 or (drop_last and self.rows_assigned < batch_size):
+            what = f"fewer rows than one batch of {batch_size}" if drop_last else "no rows"
+            raise InputError(
+                f"rank {rank} of {world_size} would get {what} of {dataset.ref} ({self.order.total} rows in "
+                f"all): use a smaller world_size{' or batch_size' if drop_last else ''}"
+            )
+        self._cursor = 0
+        self._skipped: list[SkippedRows] = []
+        self._points: dict[int, list[SeekPoint]] = {}
+        self._loaded_points: dict[int, list[SeekPoint]] = {}
+        self._started = False
+        self._batches: Iterator[tuple[pa.RecordBatch, list[tuple[int, int]]]] | None = None
+        self._stream: _ShardStream | None = None
+        self._partial: tuple[pa.RecordBatch, list[tuple[int, int]], int] | None = None
+        self._rows_yielded = 0
+        self._batches_yielded = 0
+
+    def __repr__(self) -> str:
+        a = self.order_arguments
+        return (
+            f"DatasetIterator({self.dataset.ref!r}, batch_size={self.batch_size}, epoch={a['epoch']}, "
+            f"rank={a['rank']}/{a['world_size']}, cursor={self._cursor}/{self.rows_assigned})"
+        )
+
+    # ----------------------------------------------------------------------------------------- public
+
+    @property
+    def rows_assigned(self) -> int:
+        """Rows in this iterator's share of the epoch."""
+        return range_rows(self._assignment)
+
+    @property
+    def rows_remaining(self) -> int:
+        """Rows of the share not yet yielded or skipped."""
+        return self.rows_assigned - self._cursor
+
+    @property
+    def skipped(self) -> tuple[SkippedRows, ...]:
+        return tuple(self._skipped)
+
+    def __iter__(self) -> DatasetIterator:
+        return self
+
+    def __next__(self) -> pa.RecordBatch:
+        if self._partial is not None:  # rows() stopped inside a batch: hand out the rest of it
+            batch, marks, taken = self._partial
+            self._partial = None
+            rest = batch.slice(taken)
+            self._advance(marks, batch.num_rows)
+            self._count(rest.num_rows)
+            return rest
+        batch, marks = self._next_batch()
+        self._advance(marks, batch.num_rows)
+        self._count(batch.num_rows)
+        return batch
+
+    def rows(self) -> Iterator[dict[str, Any]]:
+        """The remaining rows as dicts; the state after each row resumes right after it."""
+        while True:
+            if self._partial is not None:
+                batch, marks, taken = self._partial
+            else:
+                try:
+                    batch, marks = self._next_batch()
+                except StopIteration:
+                    return
+                taken = 0
+            values = batch.slice(taken).to_pylist()
+            for offset, value in enumerate(values, start=taken):
+                self._partial = (batch, marks, offset + 1) if offset + 1 < batch.num_rows else None
+                self._advance(marks, offset + 1)
+                self._count(1, batch_done=offset + 1 == batch.num_rows)
+                yield value
+
+    def state_dict(self) -> dict[str, Any]:
+        """A small JSON-serialisable dict from which a fresh iterator continues exactly after the last row
+        yielded (see docs/reading.md, "State")."""
+        seeks = []
+        resume = self._resume_point()
+        if resume is not None:
+            shard, row = resume
+            point = _best_point([*self._points.get(shard, []), *self._loaded_points.get(shard, [])], row)
+            if point is not None:
+                seeks.append({"shard": self.dataset.shards[shard].path, **point.to_dict()})
+        return {
+            "format": STATE_FORMAT,
+            "dataset": {
+                "ref": self.dataset.ref,
+                "fingerprint": self.dataset.fingerprint,
+                "rows": self.dataset.num_rows,
+            },
+            "order": dict(self.order_arguments),
+            "batch_size": self.batch_size,
+            "on_error": self.on_error,
+            "ranges": [[start, stop] for start, stop in self._assignment],
+            "cursor": self._cursor,
+            "position": self._position(self._cursor),
+            "seeks": seeks,
+            "skipped": [s.to_dict() for s in self._skipped],
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from ``state``: the next batch is the one the saving iterator would have yielded next.
+
+        Refused (:class:`dsm.errors.StateError`, saying why) when the state is from another dataset
+        version, another seed, epoch or rank layout, or when this iterator has started.
+        """
+        if self._started:
+            raise StateError(
+                "load_state_dict must come before the first batch: this iterator has started; make a new "
+                "one with dataset.iterator(...) and load the state into it"
+            )
+        _check_shape(state)
+        _check_dataset(state, self.dataset)
+        order = state["order"]
+        for name in ORDER_ARGUMENTS:
+            if order[name] != self.order_arguments[name]:
+                raise StateError(_mismatch(name, order, self.order_arguments))
+        ranges = _check_ranges(state["ranges"], self.order.total)
+        cursor = int(state["cursor"])
+        if not 0 <= cursor <= range_rows(ranges):
+            raise StateError(f"state cursor {cursor} is outside its ranges ({range_rows(ranges)} rows)")
+        self._assignment = ranges
+        self._cursor = cursor
+        self._skipped = [SkippedRows.from_dict(s) for s in state.get("skipped", [])]
+        self._loaded_points = {}
+        paths = {s.path: i for i, s in enumerate(self.dataset.shards)}
+        for seek in state.get("seeks", []):
+            index = paths.get(str(seek.get("shard")))
+            if index is not None:
+                self._loaded_points.setdefault(index, []).append(SeekPoint.from_dict(seek))
+
+    def report(self) -> ReadReport:
+        """Rows and batches yielded by this iterator, rows skipped in this epoch share, cache activity."""
+        cache = self.dataset.cache
+        return ReadReport(
+            dataset=self.dataset.ref,
+            epoch=self.order_arguments["epoch"],
+            rank=self.order_arguments["rank"],
+            world_size=self.order_arguments["world_size"],
+            rows=self._rows_yielded,
+            batches=self._batches_yielded,
+            skipped=tuple(self._skipped),
+            cache=cache.stats if cache is not None else None,
+        )
+
+    def close(self) -> None:
+        """Release the shard being read."""
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
+        self._batches = None
+
+    def __enter__(self) -> DatasetIterator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -------------------------------------------------------------------------------------- internals
+
+    def _count(self, rows: int, *, batch_done: bool = True) -> None:
+        self._rows_yielded += rows
+        if batch_done:
+            self._batches_yielded += 1
+
+    def _advance(self, marks: list[tuple[int, int]], rows: int) -> None:
+        """Move the cursor past the first ``rows`` rows of a batch whose pieces are ``marks`` (a piece of
+        0 rows marks skipped rows: the cursor passes them as soon as the rows before them are taken)."""
+        for first, count in marks:
+            if rows < count:
+                self._cursor = first + rows
+                return
+            self._cursor = first + count
+            rows -= count
+
+    def _next_batch(self) -> tuple[pa.RecordBatch, list[tuple[int, int]]]:
+        if self._batches is None:
+            if self._started:
+                raise StopIteration
+            self._started = True
+            self._batches = self._produce()
+        try:
+            return next(self._batches)
+        except StopIteration:
+            self.close()
+            self._batches = iter(())
+            raise
+
+    def _limit(self) -> int:
+        total = self.rows_assigned
+        if not self.order_arguments["drop_last"]:
+            return total
+        return self._cursor + (total - self._cursor) // self.batch_size * self.batch_size
+
+    def _walk(self, start: int, stop: int) -> Iterator[tuple[Segment, int]]:
+        """Segments of this share between cursor values ``start`` and ``stop``, with the cursor of each."""
+        index = 0
+        for first, last in self._assignment:
+            size = last - first
+            if index + size > start and index < stop:
+                begin = first + max(start - index, 0)
+                end = first + min(stop - index, size)
+                for segment in self.order.segments(begin, end):
+                    yield segment, index + (segment.start - first)
+            index += size
+            if index >= stop:
+                return
+
+    def _produce(self) -> Iterator[tuple[pa.RecordBatch, list[tuple[int, int]]]]:
+        """Batches of ``batch_size`` rows with, for each, its pieces as ``(cursor of first row, rows)``."""
+        limit = self._limit()
+        plan = [segment.shard for segment, _ in self._walk(self._cursor, limit)]
+        plan = [s for i, s in enumerate(plan) if i == 0 or plan[i - 1] != s]
+        pieces: list[pa.RecordBatch] = []
+        marks: list[tuple[int, int]] = []
+        buffered = 0
+        step = 0
+        for segment, cursor in self._walk(self._cursor, limit):
+            if plan and step < len(plan) and plan[step] == segment.shard:
+                self.dataset.prefetch(plan[step + 1 : step + 3])
+                step += 1
+            done = 0
+            try:
+                for batch in self._read_segment(segment):
+                    if not buffered and batch.num_rows == self.batch_size:  # the common case: as it came
+                        done += self.batch_size
+                        yield batch, [(cursor + done - self.batch_size, self.batch_size)]
+                        continue
+                    offset = 0
+                    while offset < batch.num_rows:
+                        take = min(self.batch_size - buffered, batch.num_rows - offset)
+                        pieces.append(batch.slice(offset, take) if take != batch.num_rows else batch)
+                        marks.append((cursor + done, take))
+                        offset += take
+                        done += take
+                        buffered += take
+                        if buffered == self.batch_size:
+                            yield _concat(pieces), marks
+                            pieces, marks, buffered = [], [], 0
+            except _SKIPPABLE as exc:
+                if self._stream is not None:
+                    self._stream.close()
+                    self._stream = None
+                position = segment.start + done
+                if self.on_error != "skip":
+                    raise type(exc)(
+                        f"{exc} [epoch position {position}, rank {self.order_arguments['rank']}]"
+                    ) from None
+                skipped = SkippedRows(
+                    shard=self.dataset.shards[segment.shard].path,
+                    start=position,
+                    stop=segment.stop,
+                    row=segment.row + done,
+                    error=redact(str(exc)),
+                )
+                self._skipped.append(skipped)
+                if not pieces:  # nothing buffered: the cursor can move past the skipped rows now
+                    self._cursor = max(self._cursor, cursor + segment.rows)
+                else:
+                    marks.append((cursor + segment.rows, 0))
+        if pieces and not self.order_arguments["drop_last"]:
+            yield _concat(pieces), marks
+        self._cursor = limit  # the share is done (with drop_last, a short tail is left unread)
+
+    def _read_segment(self, segment: Segment) -> Iterator[pa.RecordBatch]:
+        if not self.order.shuffle:
+            yield from self._stream_at(segment.shard, segment.row).read(segment.rows)
+            return
+        block_rows = self.order.block_rows
+        first_block = segment.row // block_rows
+        last_block = (segment.row + segment.rows - 1) // block_rows
+        shard_rows = self.dataset.shards[segment.shard].rows or 0
+        for block in range(first_block, last_block + 1):
+            start = block * block_rows
+            size = min(block_rows, shard_rows - start)
+            stream = self._stream_at(segment.shard, start)
+            data = _concat(stream.take(size))
+            permutation = self.order.block_permutation(segment.shard, block)
+            low = max(segment.row - start, 0)
+            high = min(segment.row + segment.rows - start, size)
+            yield data.take(pa.array(permutation[low:high]))
+
+    def _stream_at(self, shard: int, row: int) -> _ShardStream:
+        stream = self._stream
+        if stream is not None and stream.index == shard and stream.row == row:
+            return stream
+        if stream is not None:
+            stream.close()
+            self._stream = None
+        previous = stream.index if stream is not None else None
+        for other in [k for k in self._points if k not in (shard, previous)]:
+            del self._points[other]  # points are kept for the shard being read and the one before
+        points = self._points.setdefault(shard, [])
+        seek = _best_point([*points, *self._loaded_points.get(shard, [])], row)
+        self._stream = _ShardStream(self.dataset, shard, row, seek, self.batch_size, points)
+        return self._stream
+
+    def _position(self, cursor: int) -> int | None:
+        """The epoch position at ``cursor`` in this share (None when the share is done)."""
+        for first, last in self._assignment:
+            if cursor < last - first:
+                return first + cursor
+            cursor -= last - first
+        return None
+
+    def _resume_point(self) -> tuple[int, int] | None:
+        """``(shard, file row)`` where reading restarts after the cursor: the row, or its shuffle block."""
+        position = self._position(self._cursor)
+        if position is None:
+            return None
+        shard, row = self.order.locate(position)
+        if self.order.shuffle:
+            row = row // self.order.block_rows * self.order.block_rows
+        return shard, row
+
+
+def _best_point(points: Sequence[SeekPoint], row: int) -> SeekPoint | None:
+    best = None
+    for point in points:
+        if point.row <= row and (best is None or point.row > best.row):
+            best = point
+    return best
+
+
+def _check_arguments(
+    batch_size: int, seed: int, epoch: int, rank: int, world_size: int, on_error: str, block_rows: int
+) -> None:
+    for name, value in (("batch_size", batch_size), ("world_size", world_size), ("block_rows", block_rows)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InputError(f"{name} must be a whole number of at least 1, got {value!r}")
+    for name, value in (("seed", seed), ("epoch", epoch), ("rank", rank)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InputError(f"{name} must be a whole number, got {value!r}")
+    if epoch < 0:
+        raise InputError(f"epoch must be at least 0, got {epoch}")
+    if not 0 <= rank < world_size:
+        raise InputError(f"rank must be in 0..{world_size - 1} for world_size {world_size}, got {rank}")
+    if on_error not in _ON_ERROR:
+        raise InputError(f"on_error must be one of {', '.join(_ON_ERROR)}, got {on_error!r}")
+
+
+def _check_shape(state: Any) -> None:
+    if not isinstance(state, Mapping):
+        raise StateError(f"a state is a dict from state_dict(), got {type(state).__name__}")
+    if state.get("format") != STATE_FORMAT:
+        raise StateError(
+            f"not an iterator state of this dsm (format {state.get('format')!r}, expected {STATE_FORMAT!r})"
+        )
+    for key in ("dataset", "order", "ranges", "cursor", "batch_size"):
+        if key not in state:
+            raise StateError(f"iterator state has no {key!r}; pass the dict state_dict() returned, unchanged")
+    missing = [name for name in ORDER_ARGUMENTS if name not in state["order"]]
+    if missing:
+        raise StateError(f"iterator state has no order argument {missing[0]!r}")
+
+
+def _check_dataset(state: Mapping[str, Any], dataset: Dataset) -> None:
+    saved = state["dataset"]
+    if saved.get("fingerprint") != dataset.fingerprint:
+        raise StateError(
+            f"the state was saved reading {saved.get('ref')} and this iterator reads {dataset.ref}, whose "
+            f"shards or rows differ ({saved.get('fingerprint')} vs {dataset.fingerprint}): a state resumes "
+            f"only the dataset version it was saved from; open {saved.get('ref')} to resume it"
+        )
+
+
+def _mismatch(name: str, saved: Mapping[str, Any], current: Mapping[str, Any]) -> str:
+    if name in ("rank", "world_size"):
+        return (
+            f"the state was saved by rank {saved['rank']} of {saved['world_size']}, and this iterator is "
+            f"rank {current['rank']} of {current['world_size']}: load each rank's own state, or re-split the "
+            "ranks' states for another world size with dsm.merge_states(states, world_size=N)"
+        )
+    return (
+        f"the state was saved with {name}={saved[name]!r}, and this iterator has {name}={current[name]!r}: "
+        "the rows that come next depend on it; make the iterator with the state's arguments "
+        "(dataset.restore(state) does)"
+    )
+
+
+def _check_ranges(raw: Any, total: int) -> list[Range]:
+    ranges: list[Range] = []
+    try:
+        for start, stop in raw:
+            ranges.append((int(start), int(stop)))
+    except (TypeError, ValueError):
+        raise StateError("iterator state 'ranges' must be a list of [start, stop] pairs") from None
+    for start, stop in ranges:
+        if not 0 <= start <= stop <= total:
+            raise StateError(f"iterator state range [{start}, {stop}) is outside the epoch (0..{total})")
+    return ranges
+
+
+def _rank_state(state: Mapping[str, Any]) -> Mapping[str, Any]:
+    """An iterator state for the rank a loader state (one state per DataLoader worker) belongs to."""
+    if not isinstance(state, Mapping) or state.get("format") != LOADER_STATE_FORMAT:
+        return state
+    slots = list(state.get("slots") or [])
+    if not slots:
+        raise StateError("loader state has no worker states")
+    for slot in slots:
+        _check_shape(slot)
+    remaining: list[Range] = []
+    for slot in slots:
+        remaining.extend(
+            remaining_ranges(_check_ranges(slot["ranges"], int(slot["dataset"]["rows"])), int(slot["cursor"]))
+        )
+    remaining.sort()
+    return {
+        **slots[0],
+        "ranges": [[start, stop] for start, stop in remaining],
+        "cursor": 0,
+        "seeks": [seek for slot in slots for seek in slot.get("seeks", [])],
+    }
+
+
+def merge_states(states: Sequence[Mapping[str, Any]], world_size: int) -> list[dict[str, Any]]:
+    """Re-split the rest of an epoch, saved as the states of every rank, among ``world_size`` new ranks.
+
+    ``states`` holds one state per rank of the old world (any order): iterator states, or the loader states
+    of ``dsm.torch``. The result holds one state per new
+    rank (index = rank); across them, every row the old ranks had not yet yielded is read exactly once,
+    in contiguous pieces of the remaining positions (with ``drop_last``, equal pieces and the last
+    ``remaining % world_size`` rows are left out). Load result ``k`` into
+    ``dataset.iterator(..., rank=k, world_size=world_size)`` or use ``dataset.restore(result[k])``.
+
+    >>> new = merge_states([it.state_dict() for it in old_iterators], world_size=2)  # doctest: +SKIP
+    """
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+        raise InputError(f"world_size must be a whole number of at least 1, got {world_size!r}")
+    if not states:
+        raise StateError("merge_states needs the states of every rank; got none")
+    states = [_rank_state(state) for state in states]
+    for state in states:
+        _check_shape(state)
+    first = states[0]
+    old_world = int(first["order"]["world_size"])
+    for state in states:
+        if state["dataset"].get("fingerprint") != first["dataset"].get("fingerprint"):
+            raise StateError(
+                f"states of different datasets ({first['dataset'].get('ref')} and "
+                f"{state['dataset'].get('ref')}) cannot be merged"
+            )
+        for name in ORDER_ARGUMENTS:
+            if name != "rank" and state["order"][name] != first["order"][name]:
+                raise StateError(
+                    _mismatch(name, first["order"], state["order"]).replace("this iterator", "another")
+                )
+    ranks = sorted(int(s["order"]["rank"]) for s in states)
+    if ranks != list(range(old_world)):
+        missing = sorted(set(range(old_world)) - set(ranks))
+        twice = sorted({r for r in ranks if ranks.count(r) > 1})
+        problem = f"rank(s) {missing} missing" if missing else f"rank(s) {twice} given twice"
+        raise StateError(
+            f"merge_states needs exactly one state per rank of the old world size {old_world}: {problem}; "
+            "without every rank's state, rows would be skipped or read twice"
+        )
+    remaining: list[Range] = []
+    skipped: list[dict[str, Any]] = []
+    seeks: list[dict[str, Any]] = []
+    for state in states:
+        ranges = _check_ranges(state["ranges"], int(state["dataset"].get("rows", 0)))
+        remaining.extend(remaining_ranges(ranges, int(state["cursor"])))
+        skipped.extend(dict(s) for s in state.get("skipped", []))
+        seeks.extend(dict(s) for s in state.get("seeks", []))
+    remaining.sort()
+    for (_, stop), (start, _) in itertools.pairwise(remaining):
+        if start < stop:
+            raise StateError("the states overlap (two ranks hold the same rows): they are not from one run")
+    pieces = split_ranges(remaining, world_size, equal=bool(first["order"]["drop_last"]))
+    out = []
+    for rank, piece in enumerate(pieces):
+        order = {**first["order"], "rank": rank, "world_size": world_size}
+        out.append(
+            {
+                "format": STATE_FORMAT,
+                "dataset": dict(first["dataset"]),
+                "order": order,
+                "batch_size": first["batch_size"],
+                "on_error": first.get("on_error", "raise"),
+                "ranges": [[start, stop] for start, stop in piece],
+                "cursor": 0,
+                "position": piece[0][0] if piece else None,
+                "seeks": seeks,
+                "skipped": skipped,
+            }
+        )
+    return out

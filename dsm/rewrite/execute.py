@@ -1,0 +1,371 @@
+"""Executing the units of a rewrite plan: stream record batches from source shards into output files.
+
+Every unit streams batches of about ``plan.batch_rows`` rows, so memory is bounded by a few batches (plus
+one Parquet row group being built, or one shuffle bucket) whatever the size of the dataset or of a shard.
+
+**Shuffle (two passes, external).** Pass 1 (*scatter*, one unit per source shard or Parquet row range):
+each row's global index ``g`` goes through the seeded permutation (:mod:`dsm.rewrite.permutation`) to its
+output *position* ``p``; the positions are cut into buckets of about ``BUCKET_BYTES`` of decoded rows (an
+output file is one or more consecutive buckets); each batch is reordered by bucket and appended, with a
+``p`` column, to the unit's Arrow IPC spill file, one IPC batch per (batch, bucket) and an index of which
+IPC batch holds which bucket. Pass 2 (*gather*, one unit per output file): for each of its buckets in order,
+read that bucket's pieces from every spill file (random access), sort them by ``p``, drop ``p`` and write.
+Output file ``k`` thus holds the rows whose positions fall in its range, in position order: a uniform
+global shuffle, the same for a seed whatever the worker count, in memory bounded by one bucket per worker.
+"""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.ipc as ipc
+
+from dsm.checksum import DEFAULT_ALGORITHM, new_hasher
+from dsm.contract import Contract, Shard
+from dsm.engine import Progress
+from dsm.errors import CheckFailed, FormatError, SchemaError
+from dsm.fingerprint import RowDigest
+from dsm.formats import Format, get_format
+from dsm.formats._common import describe_exception
+from dsm.formats.arrow import ArrowFormat
+from dsm.reader import iter_shard
+from dsm.rewrite.journal import Journal
+from dsm.rewrite.permutation import Permutation
+from dsm.rewrite.plan import OutputUnit, RewritePlan, ScatterUnit, SourceRange
+from dsm.shards import DescribedShard, describe_shard
+from dsm.storage import Location, redact
+
+__all__ = [
+    "POSITION_FIELD",
+    "RewriteContext",
+    "copy_unit",
+    "gather_unit",
+    "iter_range",
+    "scatter_unit",
+    "source_format",
+]
+
+POSITION_FIELD = "__dsm_position__"
+_SPILL_FORMAT = ArrowFormat(compression="lz4")
+
+
+def source_format(contract: Contract) -> Format:
+    """The format instance that reads ``contract``'s shards (its recorded options included)."""
+    return get_format(contract.format, **dict(contract.format_options))
+
+
+@dataclass(kw_only=True)
+class RewriteContext:
+    """What every unit of one rewrite needs: where to read and write, how, and the plan."""
+
+    source: Contract
+    source_loc: Location
+    source_fmt: Format
+    dest: Location
+    out_fmt: Format
+    schema: pa.Schema
+    plan: RewritePlan
+    journal: Journal
+    progress: Progress
+    bucket_pieces: Mapping[int, Sequence[tuple[int, int]]] = field(default_factory=dict)
+    spill_paths: Mapping[int, str] = field(default_factory=dict)
+
+    def shard(self, path: str) -> Shard:
+        return self.source.shard(path)
+
+    def range_bytes(self, rng: SourceRange) -> int:
+        shard = self.shard(rng.shard)
+        return shard.bytes * (rng.stop - rng.start) // max(1, shard.rows or 0)
+
+
+# --------------------------------------------------------------------------------------------- reading
+
+
+def iter_range(
+    loc: Location, fmt: Format, schema: pa.Schema, rng: SourceRange, batch_rows: int
+) -> Iterator[pa.RecordBatch]:
+    """The rows of ``rng`` as batches of exactly ``schema``.
+
+    A whole shard streams through the format; a part starts where the format can start
+    (:meth:`Format.iter_batches_from`: the Parquet row group holding the first row, else the file's start)
+    and stops after the last row of the range.
+    """
+    if rng.whole:
+        yield from iter_shard(loc, rng.shard, fmt, schema=schema, batch_rows=batch_rows)
+        return
+    remaining = rng.stop - rng.start
+    if remaining <= 0:
+        return
+    with loc.open(rng.shard) as handle:
+        batches = fmt.iter_batches_from(
+            handle, shard=rng.shard, start_row=rng.start, schema=schema, batch_rows=batch_rows
+        )
+        try:
+            for batch, _ in batches:
+                if batch.num_rows > remaining:
+                    batch = batch.slice(0, remaining)
+                remaining -= batch.num_rows
+                yield batch
+                if remaining <= 0:
+                    return
+        except (FormatError, SchemaError):
+            raise
+        except (pa.ArrowException, ValueError, UnicodeDecodeError, EOFError) as exc:
+            raise FormatError(f"shard {rng.shard}: cannot be decoded: {describe_exception(exc)}") from None
+        finally:
+            batches.close()  # type: ignore[attr-defined]
+
+
+_DONE = object()
+
+
+def read_ahead(batches: Iterator[pa.RecordBatch], depth: int = 2) -> Iterator[pa.RecordBatch]:
+    """``batches``, decoded by a helper thread up to ``depth`` batches ahead of the consumer.
+
+    Decoding a shard and encoding the output then run at the same time (both release the GIL), so one unit
+    uses two cores; memory grows by at most ``depth`` batches. An error in the reader is raised here.
+    """
+    slots: queue.Queue[Any] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for batch in batches:
+                while not stop.is_set():
+                    try:
+                        slots.put(batch, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            slots.put(_DONE)
+        except BaseException as exc:
+            slots.put(exc)
+        finally:
+            close = getattr(batches, "close", None)
+            if close is not None and stop.is_set():
+                close()
+
+    worker = threading.Thread(target=produce, name="dsm-read-ahead", daemon=True)
+    worker.start()
+    try:
+        while True:
+            item = slots.get()
+            if item is _DONE:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        while worker.is_alive():
+            try:
+                slots.get_nowait()
+            except queue.Empty:
+                worker.join(timeout=0.05)
+
+
+def _short_rows(what: str, got: int, expected: int, shards: Iterable[str]) -> CheckFailed:
+    names = ", ".join(sorted(set(shards)))
+    return CheckFailed(
+        f"{what}: read {got} rows from source shard(s) {names}, their contract says {expected}: the source "
+        "changed after registration; run `dsm verify --deep` on it"
+    )
+
+
+# --------------------------------------------------------------------------------------------- writing
+
+
+def _write_file(
+    dest: Location, path: str, fmt: Format, schema: pa.Schema, batches: Iterable[pa.RecordBatch]
+) -> int:
+    """Write ``batches`` as the file ``path`` (temporary name, renamed when complete); returns rows."""
+    rows = 0
+    with dest.atomic_writer(path) as handle:
+        writer = fmt.open_writer(handle, schema)
+        for batch in batches:
+            writer.write_batch(batch)
+            rows += batch.num_rows
+        writer.close()
+    return rows
+
+
+def _describe_output(ctx: RewriteContext, unit: OutputUnit) -> DescribedShard:
+    """Re-read the written file as a reader will (bytes and rows under the contract schema) and check it."""
+    found = describe_shard(ctx.dest, unit.path, ctx.out_fmt, ctx.schema, batch_rows=ctx.plan.batch_rows)
+    if found.digest.rows != unit.rows:
+        raise CheckFailed(
+            f"output {redact(ctx.dest.url_of(unit.path))}: reads back {found.digest.rows} rows, "
+            f"{unit.rows} were written; the target format did not keep every row"
+        )
+    origin = unit.source_shard
+    if origin is not None and not ctx.plan.shuffle:
+        expected = ctx.shard(origin)
+        if (expected.fingerprint, expected.ordered_fingerprint) != (
+            found.digest.unordered,
+            found.digest.ordered,
+        ):
+            raise CheckFailed(
+                f"output {unit.path}: row fingerprint {found.digest.unordered[:12]}.. differs from source "
+                f"shard {origin} ({(expected.fingerprint or '')[:12]}..): a value changed in the conversion "
+                f"to {ctx.out_fmt.name}; nothing was registered"
+            )
+    return found
+
+
+def copy_unit(ctx: RewriteContext, unit: OutputUnit) -> DescribedShard:
+    """Write one output file from its source ranges in order; record it in the journal when checked."""
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for rng in unit.ranges:
+            yield from iter_range(ctx.source_loc, ctx.source_fmt, ctx.schema, rng, ctx.plan.batch_rows)
+
+    rows = _write_file(ctx.dest, unit.path, ctx.out_fmt, ctx.schema, read_ahead(batches()))
+    if rows != unit.rows:
+        raise _short_rows(f"output {unit.path}", rows, unit.rows, (r.shard for r in unit.ranges))
+    found = _describe_output(ctx, unit)
+    ctx.journal.record("unit", unit.index, found.shard.to_dict())
+    ctx.progress.advance(sum(ctx.range_bytes(r) for r in unit.ranges))
+    return found
+
+
+class _HashingWriter:
+    """A write-only file that hashes what passes through it (a spill file's checksum without a re-read)."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self._raw = raw
+        self._hasher = new_hasher(DEFAULT_ALGORITHM)
+        self.size = 0
+
+    def write(self, data: Any) -> int:
+        self._hasher.update(data)
+        self.size += memoryview(data).nbytes
+        return self._raw.write(data)
+
+    def flush(self) -> None:
+        self._raw.flush()
+
+    @property
+    def checksum(self) -> str:
+        return f"{DEFAULT_ALGORITHM}:{self._hasher.hexdigest()}"
+
+
+def spill_schema(schema: pa.Schema) -> pa.Schema:
+    return schema.append(pa.field(POSITION_FIELD, pa.uint64(), nullable=False))
+
+
+def scatter_unit(ctx: RewriteContext, unit: ScatterUnit, permutation: Permutation) -> dict[str, Any]:
+    """Shuffle pass 1 for one source range: write its rows, grouped by bucket, to a spill file."""
+    plan = ctx.plan
+    starts = np.asarray(plan.bucket_starts, dtype=np.uint64)
+    schema = spill_schema(ctx.schema)
+    path = ctx.journal.data_path("scatter", unit.index, ".arrow")
+    index: list[int] = []
+    offset = unit.offset
+    rng = SourceRange(shard=unit.shard, start=unit.start, stop=unit.stop, whole=unit.whole)
+    with ctx.dest.atomic_writer(path) as handle:
+        sink = _HashingWriter(handle)
+        writer = _SPILL_FORMAT.open_writer(sink, schema)  # type: ignore[arg-type]
+        for batch in read_ahead(iter_range(ctx.source_loc, ctx.source_fmt, ctx.schema, rng, plan.batch_rows)):
+            count = batch.num_rows
+            if not count:
+                continue
+            positions = permutation(np.arange(offset, offset + count, dtype=np.uint64))
+            offset += count
+            buckets = np.searchsorted(starts, positions, side="right") - 1
+            order = np.argsort(buckets, kind="stable")
+            ordered = buckets[order]
+            spilled = pa.RecordBatch.from_arrays([*batch.columns, pa.array(positions)], schema=schema)
+            spilled = spilled.take(pa.array(order))
+            cuts = [0, *(np.flatnonzero(np.diff(ordered)) + 1).tolist(), count]
+            for a, b in itertools.pairwise(cuts):
+                writer.write_batch(spilled.slice(a, b - a))
+                index.append(int(ordered[a]))
+        writer.close()
+    rows = offset - unit.offset
+    if rows != unit.stop - unit.start:
+        raise _short_rows(f"shuffle pass 1 of {unit.shard}", rows, unit.stop - unit.start, [unit.shard])
+    record = {"path": path, "bytes": sink.size, "checksum": sink.checksum, "rows": rows, "buckets": index}
+    ctx.journal.record("scatter", unit.index, record)
+    ctx.progress.advance(ctx.range_bytes(rng))
+    return record
+
+
+def bucket_pieces(records: Mapping[int, Mapping[str, Any]]) -> dict[int, list[tuple[int, int]]]:
+    """bucket -> [(spill unit, IPC batch index)] in spill-unit order."""
+    pieces: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for unit_index in sorted(records):
+        for batch_index, bucket in enumerate(records[unit_index]["buckets"]):
+            pieces[int(bucket)].append((unit_index, batch_index))
+    return dict(pieces)
+
+
+class _SpillReaders:
+    """Open spill files of one gather unit, opened on first use and closed together."""
+
+    def __init__(self, ctx: RewriteContext) -> None:
+        self._ctx = ctx
+        self._open: dict[int, tuple[Any, Any]] = {}
+
+    def batch(self, unit: int, index: int) -> pa.RecordBatch:
+        if unit not in self._open:
+            path = self._ctx.spill_paths[unit]
+            dest = self._ctx.dest
+            handle: Any = pa.OSFile(dest.path(path)) if dest.is_local else dest.open(path)
+            self._open[unit] = (handle, ipc.open_file(handle))
+        return self._open[unit][1].get_batch(index)
+
+    def close(self) -> None:
+        for handle, _ in self._open.values():
+            handle.close()
+        self._open.clear()
+
+
+def _gathered(ctx: RewriteContext, unit: OutputUnit, readers: _SpillReaders) -> Iterator[pa.RecordBatch]:
+    plan = ctx.plan
+    schema = spill_schema(ctx.schema)
+    for bucket in range(unit.first_bucket, unit.last_bucket):
+        start = plan.bucket_starts[bucket]
+        stop = plan.bucket_starts[bucket + 1] if bucket + 1 < len(plan.bucket_starts) else plan.total_rows
+        pieces = [readers.batch(u, i) for u, i in ctx.bucket_pieces.get(bucket, ())]
+        table = pa.Table.from_batches(pieces, schema=schema).combine_chunks()
+        positions = table.column(POSITION_FIELD)
+        if table.num_rows != stop - start or (
+            table.num_rows and (pc.min(positions).as_py() != start or pc.max(positions).as_py() != stop - 1)
+        ):
+            raise CheckFailed(
+                f"shuffle bucket {bucket} of {unit.path}: {table.num_rows} rows gathered, "
+                f"{stop - start} expected; the pass-1 files were changed; run again with --overwrite"
+            )
+        table = table.take(pc.sort_indices(positions)).drop_columns([POSITION_FIELD])
+        yield from table.to_batches(max_chunksize=plan.batch_rows)
+
+
+def gather_unit(ctx: RewriteContext, unit: OutputUnit) -> DescribedShard:
+    """Shuffle pass 2 for one output file: its buckets, each sorted by position, in order."""
+    readers = _SpillReaders(ctx)
+    try:
+        _write_file(ctx.dest, unit.path, ctx.out_fmt, ctx.schema, _gathered(ctx, unit, readers))
+    finally:
+        readers.close()
+    found = _describe_output(ctx, unit)
+    ctx.journal.record("unit", unit.index, found.shard.to_dict())
+    ctx.progress.advance(ctx.source.total_bytes * unit.rows // max(1, ctx.plan.total_rows))
+    return found
+
+
+def digest_of(shard: Shard) -> RowDigest:
+    """The row digest recorded in a contract entry."""
+    return RowDigest.from_hex(
+        rows=shard.rows or 0, unordered=shard.fingerprint or "", ordered=shard.ordered_fingerprint or ""
+    )

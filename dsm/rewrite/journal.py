@@ -1,0 +1,151 @@
+"""The journal of a rewrite at its destination: what plan is being written and which units are complete.
+
+Layout under the destination (names start with ``_``: scans and ``dsm verify`` do not take them for data)::
+
+    _dsm_rewrite.json                  {"plan": KEY, "operation", "source", "outputs", "published": null}
+    _dsm_rewrite/_unit-00012.json      a completed output file: its contract entry (bytes, checksum, rows..)
+    _dsm_rewrite/_scatter-00003.json   a completed shuffle pass-1 file, and its bucket index
+    _dsm_rewrite/_scatter-00003.arrow  that file (Arrow IPC), deleted once the new version is published
+
+Every record is written atomically (temporary name, then rename) after the file it describes is complete
+and checked, so a record never names a partial file. A resumed run keeps a file only if its size and
+checksum still match its record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import posixpath
+import signal
+import threading
+from typing import Any
+
+from dsm.errors import ContractError
+from dsm.storage import TEMP_MARKER, Location, redact, storage_errors
+
+__all__ = [
+    "CRASH_ENV",
+    "JOURNAL_DIR",
+    "JOURNAL_FILE",
+    "Journal",
+    "is_journal_path",
+    "remove_temporaries",
+]
+
+JOURNAL_FILE = "_dsm_rewrite.json"
+JOURNAL_DIR = "_dsm_rewrite"
+CRASH_ENV = "DSM_TEST_CRASH_AFTER_UNITS"
+"""Test hook: a process that has journaled this many units kills itself with SIGKILL (a crash)."""
+
+_crash_lock = threading.Lock()
+_journaled_in_process = 0
+
+
+def _maybe_crash() -> None:
+    """Kill this process (SIGKILL, no clean-up) once it has journaled ``$DSM_TEST_CRASH_AFTER_UNITS``
+    units: the one place the crash test hook is read."""
+    global _journaled_in_process
+    limit = os.environ.get(CRASH_ENV)
+    if not limit:
+        return
+    with _crash_lock:
+        _journaled_in_process += 1
+        if _journaled_in_process >= int(limit):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def is_journal_path(path: str) -> bool:
+    return path == JOURNAL_FILE or path.startswith(JOURNAL_DIR + "/")
+
+
+class Journal:
+    """Reads and writes the journal of one plan (``key``) at ``dest``."""
+
+    def __init__(self, dest: Location, key: str) -> None:
+        self.dest = dest
+        self.key = key
+
+    @staticmethod
+    def read_header(dest: Location) -> dict[str, Any] | None:
+        """The header at ``dest``, or None when there is none."""
+        if not dest.exists(JOURNAL_FILE):
+            return None
+        raw = dest.read_bytes(JOURNAL_FILE)
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError:
+            raise ContractError(
+                f"{redact(dest.url_of(JOURNAL_FILE))} is not a dsm rewrite journal (not JSON); "
+                "remove it or choose another destination"
+            ) from None
+        if not isinstance(data, dict) or "plan" not in data:
+            raise ContractError(f"{redact(dest.url_of(JOURNAL_FILE))} is not a dsm rewrite journal")
+        return data
+
+    def write_header(self, header: dict[str, Any]) -> None:
+        self.dest.write_bytes_atomic(
+            JOURNAL_FILE, json.dumps({**header, "plan": self.key}, indent=2).encode()
+        )
+
+    def _record_path(self, kind: str, index: int) -> str:
+        return f"{JOURNAL_DIR}/_{kind}-{index:05d}.json"
+
+    def data_path(self, kind: str, index: int, extension: str) -> str:
+        return f"{JOURNAL_DIR}/_{kind}-{index:05d}{extension}"
+
+    def record(self, kind: str, index: int, data: dict[str, Any]) -> None:
+        """Mark unit ``index`` of ``kind`` complete with ``data`` (atomically)."""
+        payload = json.dumps({"plan": self.key, "index": index, **data}).encode()
+        self.dest.write_bytes_atomic(self._record_path(kind, index), payload)
+        _maybe_crash()
+
+    def records(self, kind: str) -> dict[int, dict[str, Any]]:
+        """The completed units of ``kind`` recorded for this plan, by index."""
+        found: dict[int, dict[str, Any]] = {}
+        prefix = f"_{kind}-"
+        for info in self.dest.child(JOURNAL_DIR).list_files(recursive=False):
+            if not (info.path.startswith(prefix) and info.path.endswith(".json")):
+                continue
+            try:
+                data = json.loads(self.dest.read_bytes(f"{JOURNAL_DIR}/{info.path}"))
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                continue  # an unreadable record is a unit to redo
+            if isinstance(data, dict) and data.get("plan") == self.key and isinstance(data.get("index"), int):
+                found[data["index"]] = data
+        return found
+
+    def clear_units(self) -> None:
+        """Remove every record and pass-1 file (all written by dsm), keeping the header."""
+        for info in self.dest.child(JOURNAL_DIR).list_files():
+            self.dest.remove(f"{JOURNAL_DIR}/{info.path}")
+        with contextlib.suppress(OSError):  # an empty folder (local disk) goes too; object stores have none
+            self.dest.fs.rmdir(self.dest.path(JOURNAL_DIR))
+
+
+def remove_temporaries(dest: Location, names: set[str]) -> int:
+    """Delete temporary files a killed run left at ``dest`` for the files called ``names`` (or for journal
+    files); other temporary files are not dsm's to judge and stay. Returns how many were removed."""
+    with storage_errors(dest.url):
+        if not dest.fs.exists(dest.root):
+            return 0
+        found = dest.fs.find(dest.root, withdirs=False)
+    removed = 0
+    prefix = dest.root.rstrip("/") + "/"
+    for full in found:
+        base = posixpath.basename(full)
+        if not base.startswith(TEMP_MARKER):
+            continue
+        rest = base[len(TEMP_MARKER) :]
+        target = rest.split("-", 1)[1] if "-" in rest else ""
+        rel = full[len(prefix) :] if full.startswith(prefix) else base
+        folder = posixpath.dirname(rel)
+        ours = (folder == "" and (target in names or target == JOURNAL_FILE)) or (
+            folder == JOURNAL_DIR and target.startswith("_")
+        )
+        if ours:
+            with storage_errors(dest.url_of(rel)):
+                dest.fs.rm(full)
+            removed += 1
+    return removed
