@@ -30,7 +30,10 @@ class Comparison:
         )
 
 
-HEADER = "| job | dsm (median) | peer (median) | ratio dsm/peer | dsm peak RSS | peer peak RSS |\n|---|---|---|---|---|---|"
+HEADER = (
+    "| job | dsm (median) | peer (median) | ratio dsm/peer | dsm peak RSS | peer peak RSS |\n"
+    "|---|---|---|---|---|---|"
+)
 
 
 def run_timed(command: Sequence[str]) -> float:
@@ -51,10 +54,15 @@ def peak_rss_mb(command: Sequence[str]) -> float:
 
     devnull = os.open(os.devnull, os.O_WRONLY)
     program = shutil.which(command[0]) or command[0]
-    pid = os.posix_spawn(program, list(command), dict(os.environ), file_actions=[
-        (os.POSIX_SPAWN_DUP2, devnull, 1),
-        (os.POSIX_SPAWN_DUP2, devnull, 2),
-    ])
+    pid = os.posix_spawn(
+        program,
+        list(command),
+        dict(os.environ),
+        file_actions=[
+            (os.POSIX_SPAWN_DUP2, devnull, 1),
+            (os.POSIX_SPAWN_DUP2, devnull, 2),
+        ],
+    )
     os.close(devnull)
     _, status, usage = os.wait4(pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
@@ -62,7 +70,9 @@ def peak_rss_mb(command: Sequence[str]) -> float:
     return usage.ru_maxrss / 1024
 
 
-def compare(name: str, ours: Sequence[str], peer: Sequence[str], *, runs: int = 5, warmup: int = 1) -> Comparison:
+def compare(
+    name: str, ours: Sequence[str], peer: Sequence[str], *, runs: int = 5, warmup: int = 1
+) -> Comparison:
     """Run ``ours`` and ``peer`` alternately (after ``warmup`` runs of each); walls per pair and peak RSS."""
     for _ in range(warmup):
         run_timed(ours)

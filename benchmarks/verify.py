@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _harness import HEADER, compare  # noqa: E402
+from _harness import HEADER, compare
 
 SHARD_BYTES = 256 << 20
 BIN = Path(sys.executable).parent
@@ -75,7 +75,9 @@ def register(folder: Path, registry: Path, name: str) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--size-gb", type=float, default=4.0)
     parser.add_argument("--deep-size-gb", type=float, default=1.0)
     parser.add_argument("--runs", type=int, default=5)

@@ -25,21 +25,8 @@ from dsm.errors import (
 )
 
 if TYPE_CHECKING:
-    from dsm.commands import (
-        DatasetEntry,
-        RewriteResult,
-        ShardReport,
-        VerifyReport,
-        alias,
-        contract_schema,
-        convert_format,
-        ls,
-        register,
-        reshard,
-        show,
-        verify,
-    )
     from dsm.commands.bench import BenchReport, bench
+    from dsm.commands.catalog import DatasetEntry, alias, contract_schema, ls, show
     from dsm.commands.cutover import (
         CutoverPlan,
         CutoverReport,
@@ -52,6 +39,9 @@ if TYPE_CHECKING:
         start_cutover,
     )
     from dsm.commands.diff import ContractDiff, diff
+    from dsm.commands.register import register
+    from dsm.commands.rewrite import RewriteResult, convert_format, reshard
+    from dsm.commands.verify import ShardReport, VerifyReport, verify
     from dsm.contract import Contract, DatasetFingerprint, Field, Lineage, Schema, Shard
     from dsm.dataset import Dataset, DatasetIterator, ReadReport, merge_states, open
     from dsm.registry import AliasMove, Registry
@@ -59,18 +49,18 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "DatasetEntry": "dsm.commands",
-    "ShardReport": "dsm.commands",
-    "VerifyReport": "dsm.commands",
-    "alias": "dsm.commands",
-    "contract_schema": "dsm.commands",
-    "ls": "dsm.commands",
-    "register": "dsm.commands",
-    "show": "dsm.commands",
-    "verify": "dsm.commands",
-    "RewriteResult": "dsm.commands",
-    "convert_format": "dsm.commands",
-    "reshard": "dsm.commands",
+    "DatasetEntry": "dsm.commands.catalog",
+    "ShardReport": "dsm.commands.verify",
+    "VerifyReport": "dsm.commands.verify",
+    "alias": "dsm.commands.catalog",
+    "contract_schema": "dsm.commands.catalog",
+    "ls": "dsm.commands.catalog",
+    "register": "dsm.commands.register",
+    "show": "dsm.commands.catalog",
+    "verify": "dsm.commands.verify",
+    "RewriteResult": "dsm.commands.rewrite",
+    "convert_format": "dsm.commands.rewrite",
+    "reshard": "dsm.commands.rewrite",
     "BenchReport": "dsm.commands.bench",
     "bench": "dsm.commands.bench",
     "CutoverPlan": "dsm.commands.cutover",

@@ -29,7 +29,6 @@ import contextlib
 import errno
 import fcntl
 import os
-import queue
 import threading
 import time
 import uuid
@@ -96,6 +95,14 @@ def _flock(path: Path, mode: int) -> Iterator[None]:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
+def _release(handle: IO[bytes]) -> None:
+    """Unlock, then close. The unlock is explicit: a forked child (a DataLoader worker) shares this open
+    file description, and closing our descriptor alone would leave the lock held while the child lives."""
+    with contextlib.suppress(OSError, ValueError):
+        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    handle.close()
+
+
 def _try_exclusive(fd: int) -> bool:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -145,7 +152,6 @@ class ShardCache:
 
     def _reset_threads(self) -> None:
         self._lock = threading.Lock()
-        self._queue: queue.Queue[tuple[Location, Shard] | None] | None = None
         self._thread: threading.Thread | None = None
         self._pending: list[tuple[Location, Shard]] = []
 
@@ -215,9 +221,7 @@ class ShardCache:
         try:
             yield handle
         finally:
-            with contextlib.suppress(OSError):
-                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-            handle.close()
+            _release(handle)
 
     def fetch(self, loc: Location, shard: Shard) -> Path:
         """Make sure ``shard`` is in the cache and verified; its path (not held open: it may be evicted)."""
@@ -226,51 +230,44 @@ class ShardCache:
         return self._objects / self.key(loc, shard)
 
     def prefetch(self, loc: Location, shards: Sequence[Shard]) -> None:
-        """Download the first ``prefetch`` of ``shards`` in the background (replacing any earlier request)."""
+        """Download the first ``prefetch`` of ``shards`` in the background (replacing any earlier request).
+
+        One thread per cache object does it, and ends as soon as nothing is pending."""
         wanted = [(loc, s) for s in shards[: self.prefetch_depth]]
         if not wanted:
             return
         with self._lock:
             self._pending = wanted
-            if self._thread is None or not self._thread.is_alive():
-                self._queue = queue.Queue()
+            if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._prefetch_loop, name="dsm-cache-prefetch", daemon=True
                 )
                 self._thread.start()
-            assert self._queue is not None
-            self._queue.put((loc, wanted[0][1]))
 
     def close(self) -> None:
-        """Stop the prefetch thread (downloads in progress finish first)."""
+        """Stop prefetching (a download in progress finishes first)."""
         with self._lock:
-            thread, q = self._thread, self._queue
+            thread = self._thread
             self._pending = []
-            self._thread = None
-        if thread is not None and q is not None:
-            q.put(None)
+        if thread is not None and thread is not threading.current_thread():
             thread.join()
 
     # ---------------------------------------------------------------------------------------- internals
 
     def _prefetch_loop(self) -> None:
-        q = self._queue
-        assert q is not None
         while True:
-            item = q.get()
-            if item is None:
-                return
-            while True:
-                with self._lock:
-                    todo = [p for p in self._pending if not (self._objects / self.key(*p)).exists()]
-                    if not todo:
-                        break
-                    loc, shard = todo[0]
-                    self._pending = [p for p in self._pending if p != (loc, shard)]
-                try:
-                    self._ensure(loc, shard, demand=False)
-                except Exception as exc:  # a prefetch failure is reported by the demanded read
-                    self._prefetch_errors[shard.path] = str(exc)
+            with self._lock:
+                todo = [p for p in self._pending if not (self._objects / self.key(*p)).exists()]
+                if not todo:
+                    self._pending = []
+                    self._thread = None
+                    return
+                loc, shard = todo[0]
+                self._pending = todo[1:]
+            try:
+                self._ensure(loc, shard, demand=False)
+            except Exception as exc:  # a prefetch failure is reported by the read that needs the shard
+                self._prefetch_errors[shard.path] = str(exc)
 
     def _acquire(self, loc: Location, shard: Shard) -> IO[bytes]:
         key = self._check_key(loc, shard)
@@ -287,7 +284,7 @@ class ShardCache:
             except FileNotFoundError:
                 same = False
             if not same:  # evicted or replaced before our lock: start again
-                handle.close()
+                _release(handle)
                 continue
             with contextlib.suppress(OSError):
                 os.utime(path)
@@ -296,7 +293,7 @@ class ShardCache:
                 checked = self._verified.get(key) == inode
             if not checked:
                 if not self._matches(handle, shard):
-                    handle.close()
+                    _release(handle)
                     self._replace_corrupt(loc, shard)
                     continue
                 with self._lock:
@@ -326,11 +323,17 @@ class ShardCache:
         key = self.key(loc, shard)
         path = self._objects / key
         with _flock(self._locks / f"{key}.lock", fcntl.LOCK_EX):
-            with contextlib.suppress(FileNotFoundError), open(path, "rb") as handle:
+            try:
+                handle = open(path, "rb")  # noqa: SIM115 - released below
+            except FileNotFoundError:
+                return
+            try:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_EX)  # wait for readers of the bad file
                 if self._matches(handle, shard):
                     return  # another process replaced it already
                 os.unlink(path)
+            finally:
+                _release(handle)
             with self._lock:
                 self._counts["replaced"] += 1
                 self._verified.pop(key, None)
@@ -357,17 +360,17 @@ class ShardCache:
                     return False
                 temp, out = reserved
                 try:
-                    with out:
-                        problem = self._download(loc, shard, out)
-                        if problem is None:
-                            os.replace(temp, path)
-                            with self._lock:
-                                self._counts["downloads"] += 1
-                                self._counts["retries"] += attempt
-                                self._counts["bytes"] += shard.bytes
-                            return True
+                    problem = self._download(loc, shard, out)
+                    if problem is None:
+                        os.replace(temp, path)
+                        with self._lock:
+                            self._counts["downloads"] += 1
+                            self._counts["retries"] += attempt
+                            self._counts["bytes"] += shard.bytes
+                        return True
                     failures.append(problem)
                 finally:
+                    _release(out)
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(temp)
             with self._lock:

@@ -4,7 +4,8 @@ Contracts load with YAML's safe loader and validate against ``contract.schema.js
 prints it); errors name the file, the line and the field path. A contract whose ``dsm:`` format version this
 dsm does not know is refused.
 
->>> c = Contract.from_yaml("dsm: 1\\nname: t\\nlocation: /d\\nformat: parquet\\nschema: {fields: []}\\nshards: []")
+>>> text = "dsm: 1\\nname: t\\nlocation: /d\\nformat: parquet\\nschema: {fields: []}\\nshards: []"
+>>> c = Contract.from_yaml(text)
 >>> c.name, c.format
 ('t', 'parquet')
 """
@@ -186,7 +187,12 @@ class DatasetFingerprint:
         return cls(**data)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"algorithm": self.algorithm, "rows": self.rows, "unordered": self.unordered, "ordered": self.ordered}
+        return {
+            "algorithm": self.algorithm,
+            "rows": self.rows,
+            "unordered": self.unordered,
+            "ordered": self.ordered,
+        }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -352,7 +358,9 @@ class _Dumper(yaml.SafeDumper):
 def _check_version(data: Mapping[str, Any], source: str) -> None:
     version = data.get("dsm")
     if version is None:
-        raise ContractError(f"{source}: missing 'dsm:' (the contract format version); this dsm reads version 1")
+        raise ContractError(
+            f"{source}: missing 'dsm:' (the contract format version); this dsm reads version 1"
+        )
     if version != CONTRACT_FORMAT_VERSION:
         raise ContractError(
             f"{source}: contract format version {version!r} is not known to this dsm, which reads "

@@ -71,6 +71,11 @@ _SKIPPABLE = (FormatError, SchemaError, CheckFailed, DatasetNotFound)
 _DECODE_ERRORS = (pa.ArrowException, ValueError, UnicodeDecodeError, EOFError)
 _POINTS_KEPT = 4096
 
+READ_BATCH_BYTES = 16 << 20
+"""Stored bytes a shard is decoded in at once (at most 65,536 rows, at least one batch): large enough that
+batches are zero-copy slices of what the format decodes, small enough to bound memory for large rows."""
+_MAX_READ_ROWS = 65_536
+
 
 def dataset_identity(contract: Contract) -> str:
     """The identity a state is tied to: a digest of the shards (paths, sizes, rows, checksums) and of the
@@ -487,6 +492,8 @@ class DatasetIterator:
             block_rows=int(block_rows),
         )
         self._assignment: list[Range] = rank_ranges(self.order.total, rank, world_size, drop_last=drop_last)
+        per_row = max(sum(s.bytes for s in dataset.shards) / max(self.order.total, 1), 1.0)
+        self._read_rows = max(self.batch_size, min(int(READ_BATCH_BYTES / per_row), _MAX_READ_ROWS))
         if self.rows_assigned == 0 or (drop_last and self.rows_assigned < batch_size):
             what = f"fewer rows than one batch of {batch_size}" if drop_last else "no rows"
             raise InputError(
@@ -782,7 +789,7 @@ class DatasetIterator:
             del self._points[other]  # points are kept for the shard being read and the one before
         points = self._points.setdefault(shard, [])
         seek = _best_point([*points, *self._loaded_points.get(shard, [])], row)
-        self._stream = _ShardStream(self.dataset, shard, row, seek, self.batch_size, points)
+        self._stream = _ShardStream(self.dataset, shard, row, seek, self._read_rows, points)
         return self._stream
 
     def _position(self, cursor: int) -> int | None:

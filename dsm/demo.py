@@ -1,4 +1,4 @@
-"""Make a small sample dataset (text, numbers, PNG image bytes) as Parquet shards: ``python -m dsm.demo DIR``."""
+"""A small sample dataset (text, numbers, PNG image bytes) as Parquet shards: ``python -m dsm.demo DIR``."""
 
 from __future__ import annotations
 
@@ -13,10 +13,34 @@ import pyarrow.parquet as pq
 
 __all__ = ["make_png", "make_sample_table", "write_sample"]
 
-_WORDS = (
-    "data shard contract checksum row fingerprint train loader bucket region cutover verify arrow parquet "
-    "token model batch epoch gradient tensor sample image caption corpus english deduplicated"
-).split()
+_WORDS = [
+    "data",
+    "shard",
+    "contract",
+    "checksum",
+    "row",
+    "fingerprint",
+    "train",
+    "loader",
+    "bucket",
+    "region",
+    "cutover",
+    "verify",
+    "arrow",
+    "parquet",
+    "token",
+    "model",
+    "batch",
+    "epoch",
+    "gradient",
+    "tensor",
+    "sample",
+    "image",
+    "caption",
+    "corpus",
+    "english",
+    "deduplicated",
+]
 
 
 def make_png(width: int, height: int, seed: int) -> bytes:
@@ -32,7 +56,12 @@ def make_png(width: int, height: int, seed: int) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows, 9)) + chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows, 9))
+        + chunk(b"IEND", b"")
+    )
 
 
 def make_sample_table(rows: int = 3000, seed: int = 7) -> pa.Table:
@@ -44,7 +73,9 @@ def make_sample_table(rows: int = 3000, seed: int = 7) -> pa.Table:
             "text": [" ".join(rng.choice(_WORDS) for _ in range(rng.randint(5, 40))) for _ in range(rows)],
             "score": [round(rng.random(), 6) for _ in range(rows)],
             "lang": [rng.choice(["en", "de", "fr", None]) for _ in range(rows)],
-            "created": pa.array([1_700_000_000_000_000 + i * 1_000_000 for i in range(rows)], pa.timestamp("us", "UTC")),
+            "created": pa.array(
+                [1_700_000_000_000_000 + i * 1_000_000 for i in range(rows)], pa.timestamp("us", "UTC")
+            ),
             "image": pa.array([make_png(8, 8, i) for i in range(rows)], pa.binary()),
         }
     )

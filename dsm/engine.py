@@ -94,7 +94,7 @@ def run_units(
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dsm") as pool:
         futures: list[Future[None]] = [pool.submit(task, i) for i in range(len(units))]
-        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+        wait(futures, return_when=FIRST_EXCEPTION)
         for future in futures:
             if future.done() and future.exception() is not None:
                 for other in futures:

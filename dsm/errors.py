@@ -8,7 +8,7 @@
     │   ├── ReferenceError_ (LookupError)  an unknown dataset, version or alias
     │   ├── FormatError                    a shard that cannot be decoded (names shard, line or field)
     │   ├── SchemaError                    a schema that does not fit (format, shards, contract)
-    │   └── StateError                     a reader checkpoint that does not fit the iterator it is loaded into
+    │   └── StateError                     a reader checkpoint that does not fit the iterator loading it
     ├── CheckFailed                        the data failed a check (fingerprint mismatch, gate)   -> exit 1
     ├── StorageError (OSError)             storage or environment failure; safe to retry          -> exit 3
     │   └── ConflictError                  lost a race (version or alias written by someone else)
@@ -62,7 +62,7 @@ class SchemaError(InputError):
 
 
 class StateError(InputError):
-    """A reader checkpoint (``state_dict``) that does not fit: another dataset, seed, epoch, or rank layout."""
+    """A reader checkpoint (``state_dict``) that does not fit: another dataset, seed, epoch or rank layout."""
 
 
 class CheckFailed(DsmError):

@@ -134,7 +134,10 @@ def _var_offsets(arr: pa.Array) -> tuple[np.ndarray, memoryview]:
     large = pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type)
     buffers = arr.buffers()
     offsets = np.frombuffer(
-        buffers[1], dtype=np.int64 if large else np.int32, count=len(arr) + 1, offset=arr.offset * (8 if large else 4)
+        buffers[1],
+        dtype=np.int64 if large else np.int32,
+        count=len(arr) + 1,
+        offset=arr.offset * (8 if large else 4),
     )
     data = memoryview(buffers[2]) if buffers[2] is not None else memoryview(b"")
     return offsets, data

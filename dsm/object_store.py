@@ -11,8 +11,9 @@ by ``dsm.storage`` itself (``link()`` and a lock file). Here:
   ``standard`` mode), and retries are counted per filesystem from botocore's events.
 - **Azure Blob** (adlfs): create with ``upload_blob(overwrite=False)`` (``If-None-Match: *``); swap with
   ``upload_blob(etag=..., match_condition=IfNotModified)``. ``Content-MD5`` is a property any client may
-  set, so it is used as a server checksum only after dsm compared it with the bytes it read itself.
-  Retries are the azure-core retry policy of the client adlfs builds.
+  set, so it is used as a server checksum only after dsm compared it with the bytes it read itself; on
+  blobs dsm uploads it sets it from the bytes written. Retries are the azure-core retry policy of the
+  client adlfs builds, tuned and counted by dsm.
 - **memory://** lives in one process; a process-wide lock makes its check-and-write atomic.
 - Anything else (gcs, http, ...) gets :class:`GenericStore`: a check followed by a write, which a racing
   writer can slip between. It says so with a :class:`NonAtomicWriteWarning` and ``atomic=False``.
@@ -94,27 +95,34 @@ class RequestStats:
 
 
 class ObjectStore:
-    """Conditional writes and server checksums for one kind of store. Subclasses set ``protocols``."""
+    """Conditional writes and server checksums for one kind of store; :func:`register_store` maps a
+    protocol to a subclass."""
 
     name: ClassVar[str] = "generic"
     atomic: ClassVar[bool] = False
     """Whether :meth:`create_exclusive` and :meth:`compare_and_swap` are atomic on the server."""
+    own_options: ClassVar[frozenset[str]] = frozenset()
+    """Option names dsm applies itself (in :meth:`prepare`) instead of passing them to the filesystem."""
 
     def default_options(self) -> dict[str, Any]:
         """Filesystem options dsm uses unless the user gave them (block sizes, caching, retries)."""
         return {}
 
-    own_options: ClassVar[frozenset[str]] = frozenset()
-    """Option names dsm applies itself (in :meth:`prepare`) instead of passing them to the filesystem."""
-
     def prepare(self, fs: Any, options: Mapping[str, Any] | None = None) -> None:
         """Called for each filesystem instance dsm gets (retry settings, request counting), with the
         options named in :attr:`own_options`."""
 
+    def watch_upload(self, handle: Any) -> Callable[[], None]:
+        """Called on a file opened for a direct upload; the returned function runs just before it is
+        committed (Azure: set the Content-MD5 of the bytes written, so the blob carries a checksum)."""
+        return lambda: None
+
     def create_exclusive(self, loc: Location, rel: str, data: bytes) -> None:
+        """Create ``rel`` with ``data``; :class:`ConflictError` if it exists (never overwrite)."""
         raise NotImplementedError
 
     def compare_and_swap(self, loc: Location, rel: str, expected: bytes | None, new: bytes) -> None:
+        """Replace ``rel`` by ``new`` if it holds ``expected`` (None: absent); else :class:`ConflictError`."""
         raise NotImplementedError
 
     def server_checksum(self, loc: Location, rel: str) -> ServerChecksum | None:
@@ -472,6 +480,31 @@ class AzureBlobStore(ObjectStore):
         if isinstance(exc, ClientAuthenticationError):
             raise StorageError(f"{where}: authentication failed; check the credentials") from None
         raise StorageError(f"{where}: {action} failed: {redact(str(exc).splitlines()[0])}") from None
+
+    def watch_upload(self, handle: Any) -> Callable[[], None]:
+        """Hash what is written and commit the blob with that Content-MD5 (Azure keeps none for block-list
+        uploads), so that ``register`` and the rewrites can record a store checksum dsm itself set."""
+        import hashlib
+
+        if not hasattr(handle, "_content_settings"):  # an adlfs without per-file content settings
+            return lambda: None
+        md5 = hashlib.md5()
+        write = handle.write
+
+        def hashing_write(data: Any) -> Any:
+            md5.update(data)
+            return write(data)
+
+        handle.write = hashing_write
+
+        def finish() -> None:
+            from azure.storage.blob import ContentSettings
+
+            settings = handle._content_settings or ContentSettings()
+            settings.content_md5 = bytearray(md5.digest())
+            handle._content_settings = settings
+
+        return finish
 
     def create_exclusive(self, loc: Location, rel: str, data: bytes) -> None:
         import hashlib

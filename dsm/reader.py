@@ -8,8 +8,8 @@ from typing import IO
 
 import pyarrow as pa
 
-from dsm.errors import FormatError, SchemaError
 from dsm.digest import RowDigest
+from dsm.errors import FormatError, SchemaError
 from dsm.fingerprint import digest_batch
 from dsm.formats import DEFAULT_BATCH_ROWS, Format
 from dsm.storage import Location, redact

@@ -53,7 +53,9 @@ def parse_reference(ref: str) -> tuple[str, str | None]:
     """Split ``NAME@SELECTOR`` into its name and selector (a version number, an alias, or None)."""
     name, sep, selector = ref.partition("@")
     if not _NAME.match(name) or (sep and not selector):
-        raise InputError(f"{ref!r} is not a dataset reference (NAME, NAME@VERSION, NAME@ALIAS or a contract path)")
+        raise InputError(
+            f"{ref!r} is not a dataset reference (NAME, NAME@VERSION, NAME@ALIAS or a contract path)"
+        )
     return name, (selector if sep else None)
 
 
@@ -172,9 +174,7 @@ class Registry:
         if selector not in aliases:
             if not self.versions(name):
                 raise DatasetNotFound(f"no dataset named {name!r} in registry {redact(self.url)}")
-            raise DatasetNotFound(
-                f"{name} has no alias {selector!r}; aliases: {sorted(aliases) or 'none'}"
-            )
+            raise DatasetNotFound(f"{name} has no alias {selector!r}; aliases: {sorted(aliases) or 'none'}")
         return self.get(name, aliases[selector])
 
     # --- writing ----------------------------------------------------------------------------------------
@@ -185,7 +185,9 @@ class Registry:
         Never overwrites: a writer that finds its version taken tries the next number.
         """
         if not _NAME.match(contract.name):
-            raise InputError(f"{contract.name!r} is not a valid dataset name (letters, digits, '.', '_', '-')")
+            raise InputError(
+                f"{contract.name!r} is not a valid dataset name (letters, digits, '.', '_', '-')"
+            )
         created = contract.created or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         version = (self.versions(contract.name) or [0])[-1] + 1
         for _ in range(_PUBLISH_ATTEMPTS):
@@ -209,7 +211,9 @@ class Registry:
         if alias in _RESERVED_ALIASES or alias.isdigit() or not _NAME.match(alias):
             raise InputError(f"{alias!r} cannot be an alias (it must be a name, not a number or 'latest')")
         if version not in self.versions(name):
-            raise DatasetNotFound(f"{name}@{version} does not exist; versions of {name}: {self.versions(name)}")
+            raise DatasetNotFound(
+                f"{name}@{version} does not exist; versions of {name}: {self.versions(name)}"
+            )
         status = self.statuses(name).get(version)
         if status is not None and status.status == "retired":
             raise InputError(f"{name}@{version} is retired ({status.reason}); an alias cannot point at it")
@@ -279,7 +283,9 @@ class Registry:
         except yaml.YAMLError as exc:
             raise ContractError(f"{redact(self.location.url_of(rel))}: not valid YAML: {exc}") from None
         if not isinstance(data, dict) or not all(isinstance(v, int) for v in data.values()):
-            raise ContractError(f"{redact(self.location.url_of(rel))}: expected a mapping of alias to version")
+            raise ContractError(
+                f"{redact(self.location.url_of(rel))}: expected a mapping of alias to version"
+            )
         return {str(k): int(v) for k, v in data.items()}, raw
 
 

@@ -299,7 +299,7 @@ class Location:
     url: str
     fs: Any
     root: str
-    options: Mapping[str, Any] = field(default_factory=dict)
+    options: Mapping[str, Any] = field(default_factory=dict, repr=False)  # may hold credentials
 
     @property
     def protocol(self) -> str:
@@ -314,6 +314,14 @@ class Location:
     def store(self) -> ObjectStore:
         """The conditional-write and server-checksum support of this location's store."""
         return store_for(self.protocol)
+
+    @property
+    def io_workers(self) -> int | None:
+        """Workers to use for per-shard I/O when the caller gave none: None (the engine's default, one per
+        core) on local disk; more on object stores, where each request waits on the network, not a core."""
+        if self.is_local or self.protocol == "memory":
+            return None
+        return max(8, 4 * (os.cpu_count() or 1))
 
     @property
     def atomic_writes(self) -> bool:
@@ -415,6 +423,7 @@ class Location:
     def _direct_writer(self, rel: str) -> Iterator[IO[bytes]]:
         with storage_errors(self.url_of(rel)):
             handle = self.fs.open(self.path(rel), "wb")
+        before_commit = self.store.watch_upload(handle)
         try:
             yield handle
         except BaseException:
@@ -424,6 +433,7 @@ class Location:
             handle.closed = True
             raise
         with storage_errors(self.url_of(rel)):
+            before_commit()
             handle.close()
 
     def write_bytes_atomic(self, rel: str, data: bytes) -> None:

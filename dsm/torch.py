@@ -47,7 +47,7 @@ def to_tensors(batch: pa.RecordBatch) -> dict[str, Any]:
         numeric = pa.types.is_integer(type_) or pa.types.is_floating(type_) or pa.types.is_boolean(type_)
         temporal = pa.types.is_timestamp(type_) or pa.types.is_date(type_) or pa.types.is_duration(type_)
         if (numeric or temporal) and column.null_count == 0 and not pa.types.is_float16(type_):
-            values = column.cast(pa.int64()) if temporal else column
+            values = column.view(pa.int64() if type_.bit_width == 64 else pa.int32()) if temporal else column
             out[field.name] = torch.from_numpy(np.array(values.to_numpy(zero_copy_only=False)))
         else:
             out[field.name] = column.to_pylist()

@@ -1,8 +1,9 @@
 """Shared fixtures: small datasets in tmp_path, a registry, and storage roots.
 
 ``storage`` is parametrized over the places dsm stores data. Tests written against it run on every
-backend: local disk and ``memory://`` always; S3 (moto server) and Azure Blob (Azurite) where the
-fixtures in ``tests/servers.py`` can start those servers.
+backend: local disk, ``memory://``, S3 (a moto server) and Azure Blob (Azurite), both started once per
+session by ``tests/servers.py`` (a server that cannot start fails those tests; see that module for the
+developer opt-out).
 """
 
 from __future__ import annotations
@@ -66,7 +67,9 @@ def sample_table() -> pa.Table:
     return make_sample_table(3000)
 
 
-def write_parquet_shards(root: StorageRoot | Path, table: pa.Table, shards: int, prefix: str = "part") -> list[str]:
+def write_parquet_shards(
+    root: StorageRoot | Path, table: pa.Table, shards: int, prefix: str = "part"
+) -> list[str]:
     """Write ``table`` as ``shards`` Parquet files under ``root``; returns their URLs."""
     per = -(-table.num_rows // shards)
     urls = []

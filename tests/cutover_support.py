@@ -22,7 +22,9 @@ def sample_schema(table: pa.Table) -> Schema:
     """The sample table's schema with a key and a classification tag (both must survive a cutover)."""
     base = Schema.from_arrow(table.schema)
     fields = tuple(
-        Field(name=f.name, type=f.type, nullable=f.nullable, classification="pii" if f.name == "text" else None)
+        Field(
+            name=f.name, type=f.type, nullable=f.nullable, classification="pii" if f.name == "text" else None
+        )
         for f in base.fields
     )
     return Schema(fields=fields, key=("id",))

@@ -195,7 +195,7 @@ def test_duration_runs_cycle_and_exclude_the_warmup(parquet_ref: Contract, regis
     assert result.warmup_requests_excluded == 10  # 5 per repetition
     assert all(r.warmup_requests_excluded == 5 for r in result.repetitions)
     assert result.bytes > parquet_ref.total_bytes  # 0.3 s is many passes over 450 KB
-    assert all(0.2 < r.elapsed_s < 5 for r in result.repetitions)
+    assert all(0.2 < r.elapsed_s < 60 for r in result.repetitions)  # the deadline was kept (sanity)
     assert any("first 5 requests" in n for n in report.notes)
 
 

@@ -10,7 +10,8 @@ import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
-import dsm.commands as commands
+import dsm.commands.register as register_command
+import dsm.commands.verify as verify_command
 from dsm.cli.app import app
 
 from .conftest import write_parquet_shards
@@ -120,16 +121,49 @@ def test_cli_options_reach_the_library_unchanged(monkeypatch: pytest.MonkeyPatch
         calls["register"] = (source, kwargs)
         raise SystemExit(0)
 
-    monkeypatch.setattr(commands, "verify", fake_verify)
-    monkeypatch.setattr(commands, "register", fake_register)
-    runner.invoke(app, ["verify", "ds@3", "--deep", "--workers", "3", "--registry", "reg",
-                        "--storage-option", "anon=true", "--storage-option", "endpoint_url=http://x"])
+    monkeypatch.setattr(verify_command, "verify", fake_verify)
+    monkeypatch.setattr(register_command, "register", fake_register)
+    runner.invoke(
+        app,
+        [
+            "verify",
+            "ds@3",
+            "--deep",
+            "--workers",
+            "3",
+            "--registry",
+            "reg",
+            "--storage-option",
+            "anon=true",
+            "--storage-option",
+            "endpoint_url=http://x",
+        ],
+    )
     ref, kwargs = calls["verify"]
     assert ref == "ds@3"
     assert kwargs["deep"] is True and kwargs["workers"] == 3 and kwargs["registry"] == "reg"
     assert kwargs["storage_options"] == {"anon": True, "endpoint_url": "http://x"}
-    runner.invoke(app, ["register", "src/", "--name", "n", "--format", "jsonl", "--schema", "other@2",
-                        "--owner", "a", "--owner", "b", "--key", "id", "--description", "d"])
+    runner.invoke(
+        app,
+        [
+            "register",
+            "src/",
+            "--name",
+            "n",
+            "--format",
+            "jsonl",
+            "--schema",
+            "other@2",
+            "--owner",
+            "a",
+            "--owner",
+            "b",
+            "--key",
+            "id",
+            "--description",
+            "d",
+        ],
+    )
     source, kwargs = calls["register"]
     assert source == "src/"
     assert kwargs["name"] == "n" and kwargs["format"] == "jsonl" and kwargs["schema"] == "other@2"

@@ -149,7 +149,7 @@ def test_options_reach_the_library_unchanged(
         seen.update(kwargs, ref=ref)
         return real("web", registry=registry_url)
 
-    monkeypatch.setattr(bench_cli.bench_lib, "bench", spy)
+    monkeypatch.setattr(bench_lib, "bench", spy)
     result = cli(
         "bench",
         "web",

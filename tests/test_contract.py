@@ -70,7 +70,7 @@ def test_yaml_syntax_error_names_line() -> None:
 
 
 def test_unknown_contract_version_is_refused_saying_which() -> None:
-    with pytest.raises(ContractError, match="version 2 is not known.*reads version 1"):
+    with pytest.raises(ContractError, match=r"version 2 is not known.*reads version 1"):
         Contract.from_yaml(MINIMAL.replace("dsm: 1", "dsm: 2"))
 
 

@@ -33,10 +33,14 @@ class Records:
         self.items.append({"seq": len(self.items) + 1, "cutover": "c1", "event": event, "at": at, **fields})
         return self
 
-    def stage(self, name: str, *, ok: bool = True, evidence: dict[str, Any] | None = None, at: str = "") -> Records:
+    def stage(
+        self, name: str, *, ok: bool = True, evidence: dict[str, Any] | None = None, at: str = ""
+    ) -> Records:
         self.add("stage_started", stage=name)
         end = "stage_finished" if ok else "stage_failed"
-        return self.add(end, stage=name, evidence=evidence or {"seconds": 1.5}, at=at or "2026-01-01T00:00:02.000Z")
+        return self.add(
+            end, stage=name, evidence=evidence or {"seconds": 1.5}, at=at or "2026-01-01T00:00:02.000Z"
+        )
 
 
 # --------------------------------------------------------------------------------------------- state
@@ -103,7 +107,9 @@ def test_hooks_block_the_next_stage_until_they_pass() -> None:
     assert derive_state(records.items).hook_pending == "plan"
     records.add("hook_failed", stage="plan", error="exit 1")
     failed = derive_state(records.items)
-    assert failed.phase == "failed" and failed.hook_pending == "plan" and failed.stage("plan").hook == "failed"
+    assert (
+        failed.phase == "failed" and failed.hook_pending == "plan" and failed.stage("plan").hook == "failed"
+    )
     ok = derive_state(records.add("hook_finished", stage="plan").items)
     assert ok.hook_pending is None and ok.phase == "paused" and ok.next_stage == "copy"
 
@@ -166,7 +172,7 @@ def test_a_journal_record_that_is_not_json_is_named(tmp_path: Path) -> None:
     journal = CutoverJournal(location(str(tmp_path)), "c1")
     journal.append("created", spec=SPEC)
     (tmp_path / "journal" / "000002.json").write_text("{not json")
-    with pytest.raises(ContractError, match="000002.json"):
+    with pytest.raises(ContractError, match=r"000002\.json"):
         CutoverJournal(location(str(tmp_path)), "c1").refresh()
 
 
@@ -253,7 +259,7 @@ def test_heartbeat_renews_from_a_thread(tmp_path: Path) -> None:
 
 def test_a_broken_lease_file_is_named(tmp_path: Path) -> None:
     (tmp_path / LEASE_FILE).write_text("nonsense")
-    with pytest.raises(ContractError, match="lease.json is not a cutover lease"):
+    with pytest.raises(ContractError, match=r"lease\.json is not a cutover lease"):
         Lease(location(str(tmp_path)), cutover_id="c1").acquire()
 
 
@@ -271,16 +277,19 @@ def test_builtin_prices_and_lookup_by_protocol() -> None:
 def test_a_price_file_replaces_the_defaults_and_bad_ones_are_named(tmp_path: Path) -> None:
     good = tmp_path / "prices.yaml"
     good.write_text(
-        "currency: EUR\nstores:\n  default: {transfer_out_per_gb: 1, transfer_within_per_gb: 0.5, write_per_gb: 0,"
-        " read_requests_per_1000: 0, write_requests_per_1000: 0, storage_per_gb_month: 2}\n"
+        "currency: EUR\nstores:\n  default: {transfer_out_per_gb: 1, transfer_within_per_gb: 0.5,"
+        " write_per_gb: 0, read_requests_per_1000: 0, write_requests_per_1000: 0, storage_per_gb_month: 2}\n"
         "  file: {storage_per_gb_month: 3}\n"
     )
     table = load_prices(str(good))
     assert table.currency == "EUR" and table.store("file").storage_per_gb_month == 3.0
     assert table.store("file").transfer_out_per_gb == 1.0  # missing prices come from default
     bad = tmp_path / "bad.yaml"
-    bad.write_text("stores:\n  default: {storage_per_gb_month: -1}\n")
-    with pytest.raises(ContractError, match=r"bad.yaml: field stores.default.storage_per_gb_month"):
+    bad.write_text("stores:\n  default: {storage_per_gb_month: 1}\n")
+    with pytest.raises(ContractError, match=r"bad.yaml: field stores.default.transfer_out_per_gb: expected"):
+        load_prices(str(bad))
+    bad.write_text(good.read_text().replace("storage_per_gb_month: 3", "storage_per_gb_month: -3"))
+    with pytest.raises(ContractError, match=r"bad.yaml: field stores.file.storage_per_gb_month: .* got -3"):
         load_prices(str(bad))
     with pytest.raises(ContractError, match="does not exist"):
         load_prices(str(tmp_path / "missing.yaml"))
@@ -317,11 +326,23 @@ def test_estimate_follows_the_documented_model() -> None:
         retain_seconds=30 * 86400,
         delete_old=True,
     )
-    S, T = 2e9, 4e9  # noqa: N806
+    S, T = 2e9, 4e9
     copy = (2 * S / 100e6 + 2 * S / 200e6 + S / 200e6 + T / 50e6 + T / 100e6 + S / 200e6) / 2
     assert figures.seconds["copy"] == pytest.approx(copy)
     assert figures.seconds["verify"] == pytest.approx((T / 100e6 + S / 200e6 + S / 200e6) / 2)
     assert figures.seconds["shadow"] == 10
+    sampled = estimate(
+        source_sizes=[1_000_000_000] * 2,
+        target_sizes=[2_000_000_000] * 2,
+        source_protocol="s3",
+        target_protocol="gs",
+        measured=_measured(),
+        prices=prices,
+        workers=2,
+        shadow_seconds=5,
+        sample_rows=100,
+    )
+    assert sampled.seconds["shadow"] == pytest.approx(10 + T / 100e6 + S / 200e6)  # 4 runs touch both files
     assert figures.target_bytes == 4_000_000_000 and figures.peak_extra_bytes == 4_000_000_000
     lines = {line.item: line for line in figures.cost}
     transfer = lines["transfer out of the source"]
@@ -356,7 +377,9 @@ def test_estimate_within_one_kind_of_store_and_keeping_the_old_copy() -> None:
 # ----------------------------------------------------------------------------------------------- misc
 
 
-@pytest.mark.parametrize(("text", "seconds"), [("7d", 604800), ("12h", 43200), ("30m", 1800), ("45", 45), (0, 0)])
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("7d", 604800), ("12h", 43200), ("30m", 1800), ("45", 45), (0, 0)]
+)
 def test_durations(text: str | int, seconds: float) -> None:
     assert parse_duration(text) == seconds
 

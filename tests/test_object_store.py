@@ -338,3 +338,33 @@ def test_azurite_put_blob_md5_is_recorded_only_when_it_matches(azurite_server: A
     assert measure_object(loc, "x.bin").server_checksum is None
     raw_put(root, "y.bin", b"other")
     assert measure_object(loc, "y.bin").checksum.startswith("xxh3-128:")
+
+
+def test_objects_dsm_writes_carry_a_store_checksum(storage: StorageRoot) -> None:
+    """What the rewrites write through atomic_writer gets a full-object store checksum where one exists:
+    S3 keeps botocore's CRC32; on Azure dsm sets the Content-MD5 of the bytes it wrote."""
+    import hashlib
+    import zlib
+
+    from dsm.object_store import measure_object
+
+    loc = location(storage.url, storage.options)
+    data = bytes(range(256)) * (5 * 4096 + 17)  # about 5 MiB, written in 1 MiB pieces
+    with loc.atomic_writer("out/shard.bin") as handle:
+        for start in range(0, len(data), 1 << 20):
+            handle.write(data[start : start + (1 << 20)])
+    measured = measure_object(loc, "out/shard.bin")
+    expected = {
+        "s3": f"crc32:{zlib.crc32(data):08x}",
+        "azure": f"md5:{hashlib.md5(data).hexdigest()}",
+    }.get(storage.kind)
+    assert measured.server_checksum == expected
+
+
+def test_abfs_urls_reach_the_same_blobs_with_az_options(azure_storage: StorageRoot) -> None:
+    """``abfs://`` is the same store as ``az://``, and options keyed "az" serve it."""
+    raw_put(azure_storage, "a/x.bin", b"12345")
+    abfs_url = azure_storage.url.replace("az://", "abfs://", 1)
+    loc = location(abfs_url, {"az": azure_storage.options})
+    assert [(f.path, f.size) for f in loc.list_files()] == [("a/x.bin", 5)]
+    assert loc.store is store_for("az") and loc.atomic_writes

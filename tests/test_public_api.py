@@ -10,11 +10,11 @@ import dsm
 
 PUBLIC_MODULES = [
     "dsm",
-    "dsm.commands",
     "dsm.contract",
     "dsm.errors",
     "dsm.registry",
     "dsm.storage",
+    "dsm.object_store",
     "dsm.fingerprint",
     "dsm.formats",
     "dsm.engine",
@@ -39,4 +39,6 @@ def test_errors_inherit_builtins() -> None:
     assert issubclass(dsm.ContractError, ValueError)
     assert issubclass(dsm.DatasetNotFound, LookupError)
     assert issubclass(dsm.StorageError, OSError)
-    assert dsm.InputError.exit_code == 2 and dsm.StorageError.exit_code == 3 and dsm.CheckFailed.exit_code == 1
+    assert (
+        dsm.InputError.exit_code == 2 and dsm.StorageError.exit_code == 3 and dsm.CheckFailed.exit_code == 1
+    )

@@ -202,7 +202,11 @@ def test_restore_makes_the_iterator_from_the_state(dataset: Dataset) -> None:
 
 
 def test_resume_seeks_instead_of_replaying(dataset: Dataset, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Near the end of the epoch, a resume decodes about one batch (and at most one Parquet row group)."""
+    """Near the end of the epoch, a resume decodes about one batch (and at most one Parquet row group).
+
+    Reads are made one batch at a time here (dsm normally decodes up to 16 MiB at once), so that what is
+    decoded before the first row shows exactly."""
+    monkeypatch.setattr(dsm.dataset, "READ_BATCH_BYTES", 1)
     it = make(dataset)
     for _ in range(ROWS // BATCH - 2):
         next(it)

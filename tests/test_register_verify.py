@@ -29,7 +29,9 @@ def mixed_table(rows: int = 500) -> pa.Table:
             "score": pa.array([None if i % 17 == 0 else math.sqrt(i) / 3 for i in range(rows)], pa.float64()),
             "flag": pa.array([None if i % 11 == 0 else i % 2 == 0 for i in range(rows)]),
             "tag": pa.array([None if i % 5 == 0 else f"t{i % 7}" for i in range(rows)]),
-            "at": pa.array([1_700_000_000_000_000 + i * 1_234_567 for i in range(rows)], pa.timestamp("us", "UTC")),
+            "at": pa.array(
+                [1_700_000_000_000_000 + i * 1_234_567 for i in range(rows)], pa.timestamp("us", "UTC")
+            ),
         }
     )
 
@@ -75,7 +77,9 @@ def test_one_fingerprint_across_four_formats(tmp_path: Path) -> None:
         assert contract.schema.to_arrow() == parquet.schema.to_arrow()
 
 
-def test_register_records_shards_and_verifies(storage: StorageRoot, sample_table: pa.Table, registry_url: str) -> None:
+def test_register_records_shards_and_verifies(
+    storage: StorageRoot, sample_table: pa.Table, registry_url: str
+) -> None:
     write_parquet_shards(storage, sample_table, 3)
     contract = dsm.register(
         storage.url, name="sample", registry=registry_url, storage_options=storage.options, owners=["a@b.c"]
@@ -111,13 +115,18 @@ def _flip_byte(path: Path, offset: int) -> None:
     ("damage", "shard", "status"),
     [
         (lambda d: _flip_byte(d / "part-00001.parquet", 200), "part-00001.parquet", "corrupt"),
-        (lambda d: (d / "part-00002.parquet").write_bytes((d / "part-00002.parquet").read_bytes()[:-100]),
-         "part-00002.parquet", "resized"),
+        (
+            lambda d: (d / "part-00002.parquet").write_bytes((d / "part-00002.parquet").read_bytes()[:-100]),
+            "part-00002.parquet",
+            "resized",
+        ),
         (lambda d: (d / "part-00000.parquet").unlink(), "part-00000.parquet", "missing"),
         (lambda d: (d / "part-00009.parquet").write_bytes(b"new"), "part-00009.parquet", "extra"),
     ],
 )
-def test_verify_names_the_damaged_shard(tmp_path: Path, sample_table: pa.Table, damage, shard: str, status: str) -> None:  # type: ignore[no-untyped-def]
+def test_verify_names_the_damaged_shard(
+    tmp_path: Path, sample_table: pa.Table, damage, shard: str, status: str
+) -> None:  # type: ignore[no-untyped-def]
     registry, data = _registered(tmp_path, sample_table)
     damage(data)
     report = dsm.verify("sample", registry=registry)
@@ -126,10 +135,12 @@ def test_verify_names_the_damaged_shard(tmp_path: Path, sample_table: pa.Table, 
 
 
 def test_deep_verify_detects_schema_change_with_same_size(tmp_path: Path, sample_table: pa.Table) -> None:
-    registry, data = _registered(tmp_path, sample_table)
+    registry, _ = _registered(tmp_path, sample_table)
     registered = Registry(registry).resolve("sample")
     # A contract that claims another type for a field: bytes match, rows do not decode as claimed.
-    fields = [f if f.name != "score" else f.__class__(name="score", type="string") for f in registered.schema.fields]
+    fields = [
+        f if f.name != "score" else f.__class__(name="score", type="string") for f in registered.schema.fields
+    ]
     tampered = registered.evolve(schema=registered.schema.__class__(fields=tuple(fields)))
     report = dsm.verify(tampered, deep=True, registry=registry)
     assert {s.status for s in report.shards} == {"schema_mismatch"}
@@ -166,12 +177,14 @@ def test_register_refuses_disagreeing_shards(tmp_path: Path) -> None:
     assert Registry(str(tmp_path / "r")).names() == []
 
 
-def test_register_truncated_parquet_names_shard_and_writes_nothing(tmp_path: Path, sample_table: pa.Table) -> None:
+def test_register_truncated_parquet_names_shard_and_writes_nothing(
+    tmp_path: Path, sample_table: pa.Table
+) -> None:
     data = tmp_path / "data"
     write_parquet_shards(data, sample_table, 2)
     path = data / "part-00001.parquet"
     path.write_bytes(path.read_bytes()[:500])
-    with pytest.raises(FormatError, match="part-00001.parquet"):
+    with pytest.raises(FormatError, match=r"part-00001\.parquet"):
         dsm.register(str(data), name="bad", registry=str(tmp_path / "r"))
     assert Registry(str(tmp_path / "r")).names() == []
 

@@ -114,5 +114,5 @@ def test_corrupt_aliases_file_is_a_contract_error(tmp_path: Path) -> None:
     reg = Registry(str(tmp_path))
     reg.publish(contract())
     (tmp_path / "ds" / "aliases.yaml").write_text("prod: [1\n")
-    with pytest.raises(ContractError, match="aliases.yaml"):
+    with pytest.raises(ContractError, match=r"aliases\.yaml"):
         reg.resolve("ds@prod")

@@ -30,7 +30,17 @@ def test_bytes_verify_imports_nothing_heavy(tmp_path: Path, sample_table) -> Non
     write_parquet_shards(tmp_path / "data", sample_table, 2)
     registry = tmp_path / "registry"
     subprocess.run(
-        [sys.executable, "-m", "dsm", "register", str(tmp_path / "data"), "--name", "s", "--registry", str(registry)],
+        [
+            sys.executable,
+            "-m",
+            "dsm",
+            "register",
+            str(tmp_path / "data"),
+            "--name",
+            "s",
+            "--registry",
+            str(registry),
+        ],
         check=True,
         capture_output=True,
     )

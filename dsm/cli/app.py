@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 
-from dsm import commands
 from dsm.cli import CheckFailedExit, exits
 from dsm.cli.render import console, human_bytes, print_json, progress_for
 from dsm.errors import InputError
+
+if TYPE_CHECKING:
+    from dsm.commands.verify import VerifyReport
 
 __all__ = ["app"]
 
@@ -26,9 +28,13 @@ app = typer.Typer(
 
 RegistryOpt = Annotated[
     str | None,
-    typer.Option("--registry", envvar="DSM_REGISTRY", help="Registry URL (default: DSM_REGISTRY, else user data dir)."),
+    typer.Option(
+        "--registry", envvar="DSM_REGISTRY", help="Registry URL (default: DSM_REGISTRY, else user data dir)."
+    ),
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout and nothing else there.")]
+JsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print one JSON document on stdout and nothing else there.")
+]
 StorageOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -37,16 +43,20 @@ StorageOpt = Annotated[
         "values parsed as JSON when they are JSON).",
     ),
 ]
-WorkersOpt = Annotated[int | None, typer.Option("--workers", min=1, help="Parallel workers (default: the cores).")]
+WorkersOpt = Annotated[
+    int | None, typer.Option("--workers", min=1, help="Parallel workers (default: the cores).")
+]
 
 
-def storage_options(pairs: list[str] | None) -> dict[str, Any]:
+def storage_options(pairs: list[str] | None) -> dict[str, Any] | None:
     """``["endpoint_url=http://...", "anon=true"]`` -> ``{"endpoint_url": "http://...", "anon": True}``.
 
     ``PROTOCOL:KEY=VALUE`` (``s3:endpoint_url=...``) applies to that protocol's URLs only.
     """
+    if not pairs:
+        return None
     options: dict[str, Any] = {}
-    for pair in pairs or []:
+    for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise InputError(f"--storage-option {pair!r}: expected KEY=VALUE or PROTOCOL:KEY=VALUE")
@@ -70,11 +80,16 @@ def storage_options(pairs: list[str] | None) -> dict[str, Any]:
 def register(
     source: Annotated[str, typer.Argument(help="Folder, glob or file of shards; any fsspec URL.")],
     name: Annotated[str, typer.Option("--name", help="Dataset name in the registry.")],
-    format: Annotated[str | None, typer.Option("--format", help="Shard format (default: from extensions).")] = None,
-    schema: Annotated[
-        str | None, typer.Option("--schema", help="Schema: a dataset reference or a YAML file (contract or fields).")
+    format: Annotated[
+        str | None, typer.Option("--format", help="Shard format (default: from extensions).")
     ] = None,
-    description: Annotated[str | None, typer.Option("--description", help="One line about the dataset.")] = None,
+    schema: Annotated[
+        str | None,
+        typer.Option("--schema", help="Schema: a dataset reference or a YAML file (contract or fields)."),
+    ] = None,
+    description: Annotated[
+        str | None, typer.Option("--description", help="One line about the dataset.")
+    ] = None,
     owner: Annotated[list[str] | None, typer.Option("--owner", help="An owner (repeatable).")] = None,
     key: Annotated[list[str] | None, typer.Option("--key", help="A key field (repeatable).")] = None,
     workers: WorkersOpt = None,
@@ -83,7 +98,9 @@ def register(
     json_output: JsonOpt = False,
 ) -> None:
     """Scan shards and write a new version of the dataset's contract."""
-    contract = commands.register(
+    import dsm.commands.register as register_command
+
+    contract = register_command.register(
         source,
         name=name,
         format=format,
@@ -93,7 +110,7 @@ def register(
         owners=owner or (),
         key=key or (),
         workers=workers,
-        storage_options=storage_option and storage_options(storage_option),
+        storage_options=storage_options(storage_option),
         progress=progress_for(json_output),
     )
     if json_output:
@@ -114,13 +131,18 @@ def register(
 )
 @exits
 def verify(
-    ref: Annotated[str, typer.Argument(help="Dataset reference: NAME, NAME@N, NAME@ALIAS or a contract file.")],
-    deep: Annotated[bool, typer.Option("--deep", help="Also decode rows: schema, counts, row fingerprint.")] = False,
+    ref: Annotated[
+        str, typer.Argument(help="Dataset reference: NAME, NAME@N, NAME@ALIAS or a contract file.")
+    ],
+    deep: Annotated[
+        bool, typer.Option("--deep", help="Also decode rows: schema, counts, row fingerprint.")
+    ] = False,
     fast: Annotated[
         bool,
         typer.Option(
             "--fast",
-            help="On object stores, check shards by the store's full-object checksum recorded at registration "
+            help="On object stores, check shards by the store's full-object checksum recorded at "
+            "registration "
             "instead of reading them (verified_by: server); others are read.",
         ),
     ] = False,
@@ -130,13 +152,15 @@ def verify(
     json_output: JsonOpt = False,
 ) -> None:
     """Prove the data matches its contract: sizes and checksums (and, with --deep, rows)."""
-    report = commands.verify(
+    import dsm.commands.verify as verify_command
+
+    report = verify_command.verify(
         ref,
         deep=deep,
         fast=fast,
         registry=registry,
         workers=workers,
-        storage_options=storage_option and storage_options(storage_option),
+        storage_options=storage_options(storage_option),
         progress=progress_for(json_output),
     )
     if json_output:
@@ -147,7 +171,7 @@ def verify(
         raise CheckFailedExit()
 
 
-def _render_verify(report: commands.VerifyReport) -> None:
+def _render_verify(report: VerifyReport) -> None:
     failures = report.failures
     if failures:
         table = Table(title=f"{report.dataset}: shards that failed")
@@ -166,9 +190,13 @@ def _render_verify(report: commands.VerifyReport) -> None:
 
 @app.command(name="ls", epilog="Example:\n\n  dsm ls --json")
 @exits
-def ls_(registry: RegistryOpt = None, storage_option: StorageOpt = None, json_output: JsonOpt = False) -> None:
+def ls_(
+    registry: RegistryOpt = None, storage_option: StorageOpt = None, json_output: JsonOpt = False
+) -> None:
     """List the datasets in the registry."""
-    entries = commands.ls(registry=registry, storage_options=storage_option and storage_options(storage_option))
+    import dsm.commands.catalog as catalog
+
+    entries = catalog.ls(registry=registry, storage_options=storage_options(storage_option))
     if json_output:
         print_json([e.to_dict() for e in entries])
         return
@@ -182,7 +210,9 @@ def ls_(registry: RegistryOpt = None, storage_option: StorageOpt = None, json_ou
             e.name,
             str(e.latest.version),
             str(len(e.versions))
-            + "".join(f" ({k}: {s})" for k, s in sorted(e.statuses.items()) if s in ("deprecated", "retired")),
+            + "".join(
+                f" ({k}: {s})" for k, s in sorted(e.statuses.items()) if s in ("deprecated", "retired")
+            ),
             aliases,
             e.latest.format,
             str(len(e.latest.shards)),
@@ -201,7 +231,9 @@ def show(
     json_output: JsonOpt = False,
 ) -> None:
     """Print a contract (YAML, or JSON with --json)."""
-    contract = commands.show(ref, registry=registry, storage_options=storage_option and storage_options(storage_option))
+    import dsm.commands.catalog as catalog
+
+    contract = catalog.show(ref, registry=registry, storage_options=storage_options(storage_option))
     if json_output:
         print_json(contract.to_dict())
     else:
@@ -219,8 +251,10 @@ def alias(
     json_output: JsonOpt = False,
 ) -> None:
     """Point an alias at a version atomically; says where it pointed before."""
-    move = commands.alias(
-        name, alias, version, registry=registry, storage_options=storage_option and storage_options(storage_option)
+    import dsm.commands.catalog as catalog
+
+    move = catalog.alias(
+        name, alias, version, registry=registry, storage_options=storage_options(storage_option)
     )
     if json_output:
         print_json(move.to_dict())
@@ -235,10 +269,12 @@ def alias(
 @exits
 def schema(json_output: JsonOpt = False) -> None:
     """Print the JSON Schema that contract files are validated against."""
-    print_json(commands.contract_schema())
+    import dsm.commands.catalog as catalog
+
+    print_json(catalog.contract_schema())
 
 
+import dsm.cli.bench  # noqa: E402  (bench)
+import dsm.cli.cutover  # noqa: E402  (cutover plan/start/run/resume/rollback/status/list)
+import dsm.cli.diff  # noqa: E402  (diff)
 import dsm.cli.rewrite  # noqa: E402, F401  (convert-format, reshard)
-import dsm.cli.bench  # noqa: E402, F401  (bench)
-import dsm.cli.cutover  # noqa: E402, F401  (cutover plan/start/run/resume/rollback/status/list)
-import dsm.cli.diff  # noqa: E402, F401  (diff)

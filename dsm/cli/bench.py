@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich import box
@@ -11,8 +11,9 @@ from rich.table import Table
 from dsm.cli import CheckFailedExit, exits
 from dsm.cli.app import JsonOpt, RegistryOpt, StorageOpt, app, storage_options
 from dsm.cli.render import console, err_console, print_json, progress_for
-from dsm.commands import bench as bench_lib
-from dsm.commands._bench_html import figure_label, format_seconds
+
+if TYPE_CHECKING:  # the library loads Arrow; it is imported when the command runs, not when the CLI loads
+    from dsm.commands import bench as bench_lib
 
 __all__ = ["bench"]
 
@@ -109,6 +110,8 @@ def bench(
     json_output: JsonOpt = False,
 ) -> None:
     """Measure how a dataset reads (throughput, latency, time to first byte, knee); compare two."""
+    from dsm.commands import bench as bench_lib
+
     report = bench_lib.bench(
         ref,
         compare=compare,
@@ -162,6 +165,8 @@ def _plural(workers: int) -> str:
 
 
 def _dur(value: float | None) -> str:
+    from dsm.commands._bench_html import format_seconds
+
     return format_seconds(value).replace(" ", "")
 
 
@@ -245,7 +250,7 @@ def _comparison(report: bench_lib.BenchReport) -> None:
                 a, b = _si(c.ref), _si(c.other)
             else:
                 a, b = _dur(c.ref), _dur(c.other)
-            table.add_row(figure_label(c.metric), a, b, "-" if c.ratio is None else f"{c.ratio:.3f}")
+            table.add_row(_label(c.metric), a, b, "-" if c.ratio is None else f"{c.ratio:.3f}")
         console.print(table)
 
 
@@ -274,3 +279,9 @@ def _render(report: bench_lib.BenchReport) -> None:
         console.print(f"[bold red]FAILED[/] {len(failed)} of {len(report.gates)} gate checks")
     elif report.gates:
         console.print(f"[bold green]OK[/] all {len(report.gates)} gate checks held")
+
+
+def _label(metric: str) -> str:
+    from dsm.commands._bench_html import figure_label
+
+    return figure_label(metric)

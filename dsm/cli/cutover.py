@@ -10,6 +10,7 @@ import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from dsm.cli import CheckFailedExit, exits
@@ -97,6 +98,9 @@ RetainOpt = Annotated[
 DeleteOldOpt = Annotated[
     bool, typer.Option("--delete-old", help="At complete, delete the files the old contract lists.")
 ]
+SampleRowsOpt = Annotated[
+    int, typer.Option("--sample-rows", min=0, help="Rows read from both versions and compared (0: none).")
+]
 ShadowDurationOpt = Annotated[
     float, typer.Option("--shadow-duration", help="Seconds the shadow benchmark reads each version.")
 ]
@@ -160,14 +164,14 @@ def _money(value: float, currency: str) -> str:
 
 def _render_plan(plan: CutoverPlan) -> None:
     console.print(
-        f"[bold]plan[/]: {plan.source} ({plan.dataset}@{plan.alias}) → {plan.destination} "
+        f"[bold]plan[/]: {plan.source} ({plan.dataset}@{plan.alias}) → {escape(plan.destination)} "
         f"as {plan.format} ({plan.operation})"
     )
     layout = plan.layout
     if layout:
         console.print(
-            f"  target: {layout['files']} files ({', '.join(layout['names'])}), {layout['rows']:,} rows, "
-            f"about {human_bytes(layout['bytes_estimated'])}"
+            f"  target: {layout['files']} files ({escape(', '.join(layout['names']))}), "
+            f"{layout['rows']:,} rows, about {human_bytes(layout['bytes_estimated'])}"
         )
     figures = plan.estimate
     if figures is not None:
@@ -203,14 +207,14 @@ def _render_plan(plan: CutoverPlan) -> None:
             f"{_money(figures.storage_per_month_after, figures.currency)} after"
         )
         for note in figures.notes:
-            console.print(f"  {note}")
+            console.print(f"  {escape(note)}")
     compat = plan.compatibility
     verdict = "[bold green]OK[/]" if plan.ok else "[bold red]WILL STOP AT PLAN[/]"
     console.print(f"  compatibility: {verdict} (schema {compat.get('verdict')})")
     for problem in plan.problems:
-        console.print(f"    - {problem}")
+        console.print(f"    - {escape(problem)}", soft_wrap=True)
     for note in plan.notes:
-        console.print(f"  {note}")
+        console.print(f"  {escape(note)}")
 
 
 def _evidence_line(name: str, evidence: dict[str, Any]) -> str:
@@ -261,7 +265,7 @@ def _render_report(report: CutoverReport) -> None:
     target = f"{state.target_version}" if state.target_version is not None else "?"
     console.print(
         f"cutover [bold]{report.id}[/]: {state.dataset}@{state.alias} {state.source_version} → {target} "
-        f"({state.spec.get('destination')}), phase [bold]{state.phase}[/]"
+        f"({escape(str(state.spec.get('destination')))}), phase [bold]{state.phase}[/]"
     )
     planned = {p.item: p for p in report.plan_vs_actual}
     table = Table(show_edge=False)
@@ -276,7 +280,7 @@ def _render_report(report: CutoverReport) -> None:
             f"[{styles.get(stage.status, '')}]{status}[/]",
             _seconds(stage.seconds),
             _seconds(row.planned) if row is not None else "",
-            _evidence_line(stage.name, dict(stage.evidence)) or (stage.error or ""),
+            escape(_evidence_line(stage.name, dict(stage.evidence)) or (stage.error or "")),
         )
     console.print(table)
     if report.progress:
@@ -288,13 +292,13 @@ def _render_report(report: CutoverReport) -> None:
     if state.rollback is not None:
         console.print(f"  rollback: {state.rollback.get('status')}")
     if report.stopped:
-        console.print(f"  {report.stopped}")
+        console.print(f"  {escape(report.stopped)}", soft_wrap=True)
     if report.failed:
-        console.print(f"  [bold red]failed:[/] {report.failed}", highlight=False)
+        console.print(f"  [bold red]failed:[/] {escape(report.failed)}", highlight=False, soft_wrap=True)
     for note in report.notes:
-        console.print(f"  {note}")
+        console.print(f"  {escape(note)}", soft_wrap=True)
     if report.next_command:
-        console.print(f"  next: {report.next_command}")
+        console.print(f"  next: {report.next_command}", soft_wrap=True)
 
 
 def _finish(report: CutoverReport, json_output: bool) -> None:
@@ -343,6 +347,7 @@ def plan(
     prices: PricesOpt = None,
     retain: RetainOpt = "7d",
     delete_old: DeleteOldOpt = False,
+    sample_rows: SampleRowsOpt = 1000,
     shadow_duration: ShadowDurationOpt = 2.0,
     allow_breaking: AllowBreakingOpt = False,
     measure_seconds: MeasureOpt = 1.0,
@@ -371,6 +376,7 @@ def plan(
         prices=prices,
         retain=retain,
         delete_old=delete_old,
+        sample_rows=sample_rows,
         shadow_duration=shadow_duration,
         allow_breaking=allow_breaking,
         measure_seconds=measure_seconds,
@@ -432,9 +438,7 @@ def start(
     min_throughput: Annotated[
         str | None, typer.Option("--min-throughput", help="Shadow gate: bytes/s the new version must read.")
     ] = None,
-    sample_rows: Annotated[
-        int, typer.Option("--sample-rows", min=0, help="Rows read from both versions and compared (0: none).")
-    ] = 1000,
+    sample_rows: SampleRowsOpt = 1000,
     shadow_duration: ShadowDurationOpt = 2.0,
     shadow_workers: Annotated[
         str, typer.Option("--shadow-workers", help="Reader threads of the shadow benchmark (e.g. 4 or 1,4).")
@@ -658,7 +662,7 @@ def list_(
             str(s.target_version or "-"),
             s.phase,
             s.next_stage or "-",
-            str(s.spec.get("destination")),
+            escape(str(s.spec.get("destination"))),
             r.lease.owner.describe() if r.lease is not None and r.lease_held else "",
         )
     console.print(table)

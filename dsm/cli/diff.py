@@ -15,11 +15,14 @@ __all__ = ["diff"]
 
 
 def _cell(value: Any) -> str:
+    """A table cell, escaped: type names such as ``timestamp[us, tz=UTC]`` are not rich markup."""
+    from rich.markup import escape
+
     if value is None:
         return "-"
     if isinstance(value, (dict, list)):
-        return json.dumps(value, sort_keys=True) if value else "-"
-    return str(value)
+        return escape(json.dumps(value, sort_keys=True)) if value else "-"
+    return escape(str(value))
 
 
 @app.command(
@@ -62,14 +65,16 @@ def diff(
         for column in ("field", result.old, result.new, "change"):
             fields.add_column(column)
         for field in result.fields:
-            fields.add_row(field.name, field.old or "-", field.new or "-", field.change)
+            fields.add_row(_cell(field.name), _cell(field.old), _cell(field.new), field.change)
         console.print(fields)
         for change in result.changes:
             mark = "[bold red]breaking[/]" if change.breaking else "compatible"
-            console.print(f"  {mark} {change.field}: {change.change} ({change.detail})", highlight=False)
+            console.print(
+                f"  {mark} {_cell(change.field)}: {change.change} ({_cell(change.detail)})", highlight=False
+            )
         colour = {"breaking": "bold red", "compatible": "bold yellow", "identical": "bold green"}[
             result.verdict
         ]
-        console.print(f"verdict for readers of {result.old}: [{colour}]{result.verdict}[/]")
+        console.print(f"verdict for readers of {_cell(result.old)}: [{colour}]{result.verdict}[/]")
     if result.verdict == "breaking":
         raise CheckFailedExit()

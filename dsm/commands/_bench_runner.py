@@ -27,7 +27,16 @@ from dsm.formats import Format
 from dsm.reader import fragment_count, iter_open_shard
 from dsm.storage import Location, redact
 
-__all__ = ["CacheDrop", "ErrorRecord", "RunSpec", "RunTimings", "drop_caches", "execute_run", "prime_decoder"]
+__all__ = [
+    "CacheDrop",
+    "ErrorRecord",
+    "RunSpec",
+    "RunTimings",
+    "drop_caches",
+    "execute_run",
+    "prime_decoder",
+    "process_read_bytes",
+]
 
 _NEVER = 1 << 62  # a deadline that never comes (full pass), as an int so the hot loop compares ints
 _INITIAL_CAPACITY = 4096
@@ -68,6 +77,7 @@ class RunSpec:
     fmt: Format | None = None
     schema: pa.Schema | None = None
     columns: tuple[str, ...] | None = None
+    native: bool = False  # decode local files through a native Arrow file (as dsm.open does)
 
 
 @dataclass(kw_only=True)
@@ -94,6 +104,7 @@ class RunTimings:
     errors: list[ErrorRecord] = field(default_factory=list)
     retries: int = 0
     interrupted: bool = False
+    io_bytes: int | None = None  # native decode: bytes the process read during the run (/proc/self/io)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -161,6 +172,21 @@ def prime_decoder(fmt: Format, schema: pa.Schema, columns: Sequence[str] | None)
             pass
     except Exception:  # a type the format cannot hold as null: the first run then pays those costs itself
         pass
+
+
+_PROC_IO = "/proc/self/io"
+
+
+def process_read_bytes() -> int | None:
+    """Bytes this process has read through read syscalls (Linux ``rchar``), or None where unknown."""
+    try:
+        with open(_PROC_IO, "rb") as handle:
+            for line in handle:
+                if line.startswith(b"rchar:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 class _CountingReader:
@@ -335,6 +361,8 @@ class _Worker:
         attempt = 0
         while True:
             try:
+                if self.spec.native:
+                    return pa.OSFile(self.paths[shard_index], "rb")  # type: ignore[return-value]
                 return self.fs.open(self.paths[shard_index], "rb")  # type: ignore[no-any-return]
             except Exception as exc:
                 if _transient(exc) and attempt < self.spec.retries:
@@ -446,7 +474,10 @@ class _Worker:
             if raw is None:
                 self.visits.append((shard_index, t_open, 0, perf(), SHARD_FAILED))
                 return perf() < shared.deadline
-            counting = _CountingReader(raw)
+            # a native file is not wrapped (that would put the Python file layer back): its bytes come from
+            # the process's read counter after the run
+            counting = None if spec.native else _CountingReader(raw)
+            source: Any = raw if counting is None else counting
             first = 0
             status = SHARD_DONE
             counted = 0
@@ -454,12 +485,12 @@ class _Worker:
             try:
                 fragments = None
                 if spec.pattern == "random":
-                    count = fragment_count(counting, spec.loc, path, fmt)  # type: ignore[arg-type]
+                    count = fragment_count(source, spec.loc, path, fmt)
                     fragments = (
                         np.random.default_rng([spec.seed, pass_no, shard_index]).permutation(count).tolist()
                     )
                 batches = iter_open_shard(
-                    counting,  # type: ignore[arg-type]
+                    source,
                     spec.loc,
                     path,
                     fmt,
@@ -478,11 +509,12 @@ class _Worker:
                         self._grow()
                     self.start[i] = t1
                     self.end[i] = t2
-                    self.nbytes[i] = counting.count - counted
+                    if counting is not None:
+                        self.nbytes[i] = counting.count - counted
+                        counted = counting.count
                     self.rows[i] = batch.num_rows
                     self.shard[i] = shard_index
                     self.n = i + 1
-                    counted = counting.count
                     if not first:
                         first = t2
                     if t2 >= shared.deadline:
@@ -509,8 +541,10 @@ class _Worker:
 def execute_run(spec: RunSpec, *, on_poll: Callable[[int], None] | None = None) -> RunTimings:
     """Run ``spec.workers`` reader threads over the plan once and return what they recorded.
 
-    ``on_poll(bytes_so_far)`` is called from this thread a few times a second (for a progress bar), never
+    ``on_poll(new_bytes)`` is called from this thread a few times a second (for a progress bar), never
     from the workers. Ctrl-C stops the workers at their next request; the timings say ``interrupted``.
+    With ``spec.native``, the bytes of the run are the process's read counter over the run, attributed to
+    the batches in proportion to their rows (a native file cannot count per read without the Python layer).
     """
     shared = _Shared(spec)
     workers = [_Worker(i, spec, shared) for i in range(spec.workers)]
@@ -519,6 +553,13 @@ def execute_run(spec: RunSpec, *, on_poll: Callable[[int], None] | None = None) 
     ]
     for thread in threads:
         thread.start()
+    read_before = process_read_bytes() if spec.native else None
+
+    def read_so_far() -> int:
+        if read_before is not None:
+            return (process_read_bytes() or read_before) - read_before
+        return sum(int(w.nbytes[: w.n].sum()) for w in workers)
+
     shared.t0 = time.perf_counter_ns()
     if spec.duration_ns is not None:
         shared.deadline = shared.t0 + spec.duration_ns
@@ -530,7 +571,7 @@ def execute_run(spec: RunSpec, *, on_poll: Callable[[int], None] | None = None) 
             while thread.is_alive():
                 thread.join(0.2)
                 if on_poll is not None:
-                    total = sum(int(w.nbytes[: w.n].sum()) for w in workers)
+                    total = read_so_far()
                     on_poll(total - reported)
                     reported = total
     except KeyboardInterrupt:
@@ -538,10 +579,24 @@ def execute_run(spec: RunSpec, *, on_poll: Callable[[int], None] | None = None) 
         shared.deadline = 0  # every worker stops after its current request
         for thread in threads:
             thread.join()
+    read_after = process_read_bytes() if read_before is not None else None
     for w in workers:
         if w.failure is not None:
             raise w.failure
-    return _collect(workers, shared.t0, interrupted)
+    timings = _collect(workers, shared.t0, interrupted)
+    if read_before is not None and read_after is not None:
+        timings.io_bytes = read_after - read_before
+        _attribute_bytes(timings, timings.io_bytes)
+    return timings
+
+
+def _attribute_bytes(timings: RunTimings, total: int) -> None:
+    """Share ``total`` bytes among the requests by their rows, so that the shares add up to ``total``."""
+    rows = timings.req_rows
+    if rows.size == 0 or int(rows.sum()) == 0:
+        return
+    cumulative = np.round(np.cumsum(rows, dtype=np.float64) * (total / float(rows.sum()))).astype(np.int64)
+    timings.req_bytes = np.diff(cumulative, prepend=0)
 
 
 def _collect(workers: list[_Worker], t0: int, interrupted: bool) -> RunTimings:

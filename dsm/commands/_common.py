@@ -22,7 +22,9 @@ def now_utc() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def open_registry(registry: str | Registry | None, storage_options: Mapping[str, Any] | None = None) -> Registry:
+def open_registry(
+    registry: str | Registry | None, storage_options: Mapping[str, Any] | None = None
+) -> Registry:
     if isinstance(registry, Registry):
         return registry
     return Registry(registry, storage_options=storage_options)

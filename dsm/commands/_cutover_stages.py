@@ -322,6 +322,7 @@ def compute_plan(
             workers=workers or default_workers(),
             shuffle=bool(rewrite.get("shuffle")),
             shadow_seconds=float(spec["gates"]["shadow_duration"]),
+            sample_rows=int(spec["gates"]["sample_rows"]),
             retain_seconds=float(spec["retain_seconds"]),
             delete_old=bool(spec["delete_old"]),
         )
@@ -583,6 +584,10 @@ def stage_shadow(ctx: StageContext) -> dict[str, Any]:
 
 
 def _old_verifies(ctx: StageContext, source: Contract) -> tuple[bool, dict[str, Any]]:
+    """Whether every file of ``source``'s contract still has its size and checksum (what rollback needs).
+
+    Files at its location that the contract does not list (``extra``) are reported but do not count:
+    readers of the old version never read them."""
     from dsm.commands.verify import verify
 
     report = verify(
@@ -592,11 +597,13 @@ def _old_verifies(ctx: StageContext, source: Contract) -> tuple[bool, dict[str, 
         storage_options=ctx.storage_options,
         progress=ctx.progress,
     )
-    return report.ok, {
+    failures = [s for s in report.failures if s.status != "extra"]
+    return not failures, {
         "dataset": source.ref,
-        "ok": report.ok,
+        "ok": not failures,
         "summary": report.summary,
-        "failures": [s.to_dict() for s in report.failures[:20]],
+        "failures": [s.to_dict() for s in failures[:20]],
+        "extra_files": [s.path for s in report.failures if s.status == "extra"][:20],
     }
 
 
@@ -668,16 +675,17 @@ def delete_old_data(ctx: StageContext, old: Contract) -> dict[str, Any]:
     if not ours:
         pointing = sorted(a for a, v in reg.aliases(name).items() if v == old.version)
         if pointing:
-            raise InputError(
+            raise StageCheckFailed(
                 f"{old.ref} is still the version of alias(es) {', '.join(pointing)}: its data is never "
-                "deleted "
-                "while an alias points to it; move them, then `dsm cutover run` again"
+                "deleted while an alias points to it; move them, then `dsm cutover resume` again",
+                {"aliases_pointing": pointing},
             )
         shared = _shared_with_others(reg, old)
         if shared:
-            raise InputError(
+            raise StageCheckFailed(
                 f"files of {old.ref} are also listed by {', '.join(shared[:5])}: they are not deleted; "
-                "retire those versions first, or complete without --delete-old"
+                "retire those versions first, or complete without --delete-old",
+                {"shared_with": shared},
             )
         reg.set_status(
             name,

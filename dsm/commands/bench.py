@@ -55,6 +55,7 @@ from dsm.commands._bench_runner import (
     drop_caches,
     execute_run,
     prime_decoder,
+    process_read_bytes,
 )
 from dsm.commands._common import resolve
 from dsm.contract import Contract
@@ -447,6 +448,9 @@ def _target(contract: Contract, options: _Options, storage_options: Mapping[str,
             "fmt": fmt,
             "schema": schema,
             "columns": options.columns,
+            # local files decode through native Arrow files, as dsm.open reads them (not the Python file
+            # layer); their bytes then come from the process's read counter, which needs Linux
+            "native": options.mode == "decode" and loc.is_local and process_read_bytes() is not None,
         },
     )
 
@@ -491,7 +495,8 @@ def bench(
 
     - ``mode="bytes"`` reads each shard's file object in ``block_size`` blocks (default 8 MiB);
       ``mode="decode"`` decodes record batches through the format layer, projected to ``columns`` (a list
-      or a comma-separated string).
+      or a comma-separated string). Local files decode through native Arrow files, and their bytes are the
+      process's read counter over each run: call it where nothing else in the process reads meanwhile.
     - ``pattern="sequential"`` reads shards in contract order from their start; ``"random"`` reads shards
       in a permutation seeded by ``seed`` and, inside each, blocks (bytes) or row groups (decode, Parquet)
       in a seeded random order.
@@ -603,7 +608,7 @@ def bench(
         )
     ref_bench = benches[0]
     other_bench = benches[1] if len(benches) > 1 else None
-    notes = _notes(options, contracts)
+    notes = _notes(options, contracts, targets)
     report = BenchReport(
         ref=ref_bench,
         other=other_bench,
@@ -621,7 +626,7 @@ def bench(
     return report
 
 
-def _notes(options: _Options, contracts: Sequence[Contract]) -> list[str]:
+def _notes(options: _Options, contracts: Sequence[Contract], targets: Sequence[_Target]) -> list[str]:
     notes = []
     if options.warmup_requests is not None:
         notes.append(f"warm-up: the first {options.warmup_requests} requests of each run are excluded")
@@ -635,6 +640,11 @@ def _notes(options: _Options, contracts: Sequence[Contract]) -> list[str]:
     notes.append(f"each run: {span}, {options.mode} mode, {options.pattern} order, seed {options.seed}")
     if options.mode == "bytes":
         notes.append("rows in bytes mode: bytes read x each shard's rows per byte (from the contract)")
+    if options.mode == "decode" and any(t.spec_base["native"] for t in targets):
+        notes.append(
+            "decode mode on local disk: shards are read through native Arrow files (as dsm.open reads them); "
+            "bytes are what the process read during each run (/proc/self/io), shared among batches by rows"
+        )
     formats = {c.format for c in contracts}
     if options.mode == "decode" and options.pattern == "random" and formats - {"parquet"}:
         notes.append(

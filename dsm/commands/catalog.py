@@ -42,7 +42,9 @@ class DatasetEntry:
         }
 
 
-def ls(*, registry: str | Registry | None = None, storage_options: Mapping[str, Any] | None = None) -> list[DatasetEntry]:
+def ls(
+    *, registry: str | Registry | None = None, storage_options: Mapping[str, Any] | None = None
+) -> list[DatasetEntry]:
     """Every dataset in the registry, by name."""
     reg = open_registry(registry, storage_options)
     entries = []

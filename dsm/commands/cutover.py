@@ -377,6 +377,11 @@ def _find(reg: Registry, cutover_id: str) -> CutoverJournal:
     )
 
 
+def _utcnow() -> datetime:
+    """Now (one place, so that tests can move the clock past a retain period)."""
+    return datetime.now(UTC)
+
+
 def _new_id() -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
 
@@ -560,14 +565,14 @@ def _execute(ctx: StageContext, *, through: str, explicit: bool) -> tuple[list[s
         ctx.state = state
         if state.phase in ("rolling_back", "rolled_back"):
             return ran, "the cutover was rolled back", None
-        if state.phase == "completed":
-            return ran, "completed", None
         pending = state.hook_pending
-        if pending is not None:
+        if pending is not None:  # before anything else: the hook of the last stage (complete's too) runs
             error = _run_hooks(ctx, pending)
             if error is not None:
                 return ran, f"hook after {pending} failed", error
             continue
+        if state.phase == "completed":
+            return ran, "completed", None
         stage = state.next_stage
         if stage is None:
             return ran, "completed", None
@@ -580,7 +585,7 @@ def _execute(ctx: StageContext, *, through: str, explicit: bool) -> tuple[list[s
         ):
             return ran, f"switch postponed: run `dsm cutover run {ctx.journal.id} --through switch`", None
         waiting = stage == "complete" and state.complete_after is not None
-        if waiting and datetime.now(UTC) < parse_time(str(state.complete_after)):
+        if waiting and _utcnow() < parse_time(str(state.complete_after)):
             return ran, f"waiting for the retain period: complete runs from {state.complete_after}", None
         ctx.journal.append("stage_started", stage=stage)
         started = time.perf_counter()
@@ -615,14 +620,18 @@ def _with_lease(
     lease = Lease(journal.loc, cutover_id=journal.id, seconds=lease_seconds, owner=journal.owner)
     broke = lease.acquire(force=force)
     if broke is not None:
-        journal.refresh()
-        journal.append(
-            "lease_broken",
-            evidence={
-                "previous": broke.to_dict(),
-                "why": "forced" if broke.held(time.time()) else "expired",
-            },
-        )
+        try:
+            journal.refresh()
+            journal.append(
+                "lease_broken",
+                evidence={
+                    "previous": broke.to_dict(),
+                    "why": "forced" if broke.held(time.time()) else "expired",
+                },
+            )
+        except BaseException:
+            lease.release()
+            raise
     return lease, broke
 
 
@@ -692,6 +701,7 @@ def plan_cutover(
     prices: str | None = None,
     retain: str | float = "7d",
     delete_old: bool = False,
+    sample_rows: int = 1000,
     shadow_duration: float = 2.0,
     allow_breaking: bool = False,
     measure_seconds: float = 1.0,
@@ -733,7 +743,7 @@ def plan_cutover(
         max_regression=None,
         max_p99=None,
         min_throughput=None,
-        sample_rows=0,
+        sample_rows=sample_rows,
         shadow_duration=shadow_duration,
         shadow_workers=1,
         allow_breaking=allow_breaking,

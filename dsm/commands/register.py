@@ -168,7 +168,7 @@ def register(
         return found
 
     try:
-        results = map_units(unit, scan.files, workers=workers)
+        results = map_units(unit, scan.files, workers=workers or scan.root.io_workers)
     finally:
         progress.finish()
     metadata = {"source_glob": scan.pattern} if scan.pattern else {}

@@ -147,7 +147,7 @@ def verify(
         ), (rows.digest)
 
     try:
-        results = map_units(unit, contract.shards, workers=workers)
+        results = map_units(unit, contract.shards, workers=workers or loc.io_workers)
     finally:
         progress.finish()
     reports = [r for r, _ in results]

@@ -9,7 +9,9 @@ bytes, ``T`` target bytes, ``p`` the parallel workers)::
             (the rewrite checks every source checksum, streams the rows, writes, then re-reads each file
             written to take its checksum and row fingerprint; a shuffle adds one pass over a spill)
     verify  (T/read + S/decode + S/fingerprint) / p        deep verify of the target
-    shadow  2 x shadow_duration                             dsm bench --compare, old then new
+    shadow  2 x shadow_duration + f (T/read + S/decode)      dsm bench --compare, old then new, and the
+            row sample, which decodes the fraction f of the files it touches (4 runs of rows: f = 4 / files
+            at most; every file when shuffled)
     switch  S/read / p                                      the old version's bytes verify (rollback check)
 
 Costs assume dsm runs next to the destination: bytes read out of the source pay its transfer price
@@ -188,6 +190,7 @@ def estimate(
     workers: int,
     shuffle: bool = False,
     shadow_seconds: float = 0.0,
+    sample_rows: int = 0,
     retain_seconds: float = 0.0,
     delete_old: bool = False,
 ) -> Estimate:
@@ -206,10 +209,12 @@ def estimate(
     copy = 2 * S / read + 2 * S / decode + S / encode + T / write + T / read + S / fingerprint
     if shuffle:
         copy += S / encode + S / decode  # the spill pass: written once, read back once
+    files = max(1, len(target_sizes))
+    touched = 0.0 if sample_rows <= 0 else (1.0 if shuffle else min(1.0, 4 / files))
     seconds = {
         "copy": copy / copy_p,
         "verify": (T / read + S / decode + S / fingerprint) / verify_p,
-        "shadow": 2 * shadow_seconds,
+        "shadow": 2 * shadow_seconds + touched * (T / read + S / decode),
         "switch": S / read / verify_p,
     }
     shadow_source = min(S, int(min(read, decode) * shadow_seconds))

@@ -204,11 +204,12 @@ class Lease:
     def confirm(self) -> None:
         """:meth:`check`, then read the lease back from storage: before an action that must not run twice."""
         self.check()
-        current, raw = self.read()
-        if current is None or raw != self._raw:
-            who = current.owner.describe() if current is not None else "nobody (the lease file is gone)"
-            self._lost = f"the lease of cutover {self.cutover_id} is now held by {who}; this run stops"
-            raise ConflictError(self._lost)
+        with self._lock:  # the heartbeat may be between writing the file and remembering what it wrote
+            current, raw = self.read()
+            if current is None or raw != self._raw:
+                who = current.owner.describe() if current is not None else "nobody (the lease file is gone)"
+                self._lost = f"the lease of cutover {self.cutover_id} is now held by {who}; this run stops"
+                raise ConflictError(self._lost)
 
     def release(self) -> None:
         """Give the lease up (a no-op when it is not held or was lost)."""

@@ -44,6 +44,7 @@ _SAMPLE_SHARDS = 4
 _RUNS = 4
 _MAX_EXAMPLES = 10
 _VALUE_CHARS = 80
+_READ_BATCH_ROWS = 8192
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -216,11 +217,16 @@ def _offsets(contract: Contract) -> tuple[np.ndarray, list[str]]:
 
 
 def read_rows(
-    contract: Contract, indices: Sequence[int] | np.ndarray, storage_options: Mapping[str, Any] | None = None
+    contract: Contract,
+    indices: Sequence[int] | np.ndarray,
+    storage_options: Mapping[str, Any] | None = None,
+    *,
+    batch_rows: int = _READ_BATCH_ROWS,
 ) -> pa.Table:
     """The rows of ``contract`` at global positions ``indices``, in that order, under its schema.
 
-    Each shard that holds a wanted row is read once, from its first wanted row to its last.
+    Each shard that holds a wanted row is streamed once, from its first wanted row to its last, keeping only
+    the wanted rows: memory is one batch plus the rows kept, however far apart they are.
     """
     wanted = np.asarray(indices, dtype=np.int64)
     schema = contract.schema.to_arrow()
@@ -231,21 +237,28 @@ def read_rows(
     fmt = source_format(contract)
     shard_of = np.searchsorted(starts, wanted, side="right") - 1
     pieces: list[pa.Table] = []
-    order: list[np.ndarray] = []
+    placed: list[np.ndarray] = []
     for shard_index in np.unique(shard_of):
         where = np.flatnonzero(shard_of == shard_index)
         local = wanted[where] - starts[shard_index]
-        lo, hi = int(local.min()), int(local.max()) + 1
+        order = np.argsort(local, kind="stable")
+        ordered = local[order]
+        lo, hi = int(ordered[0]), int(ordered[-1]) + 1
         shard = contract.shards[int(shard_index)]
         rng = SourceRange(
             shard=paths[int(shard_index)], start=lo, stop=hi, whole=lo == 0 and hi == shard.rows
         )
-        table = pa.Table.from_batches(list(iter_range(loc, fmt, schema, rng, 65_536)), schema=schema)
-        pieces.append(table.take(pa.array(local - lo)))
-        order.append(where)
+        kept: list[pa.RecordBatch] = []
+        offset = lo
+        for batch in iter_range(loc, fmt, schema, rng, batch_rows):
+            a, b = np.searchsorted(ordered, [offset, offset + batch.num_rows], side="left")
+            if b > a:
+                kept.append(batch.take(pa.array(ordered[a:b] - offset)))
+            offset += batch.num_rows
+        pieces.append(pa.Table.from_batches(kept, schema=schema))
+        placed.append(where[order])
     combined = pa.concat_tables(pieces)
-    positions = np.concatenate(order)
-    return combined.take(pa.array(np.argsort(positions, kind="stable")))
+    return combined.take(pa.array(np.argsort(np.concatenate(placed), kind="stable")))
 
 
 def _same(a: Any, b: Any) -> bool:

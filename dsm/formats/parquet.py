@@ -92,6 +92,11 @@ class ParquetFormat(Format):
             return pq.ParquetFile(file)
         except pa.ArrowException as exc:
             raise _unreadable(shard, exc) from None
+        except OSError as exc:
+            # A damaged footer surfaces as a plain OSError ("Couldn't deserialize thrift"): bad bytes, not I/O.
+            if "thrift" in str(exc).lower() or "parquet" in str(exc).lower():
+                raise _unreadable(shard, exc) from None
+            raise
 
     def read_schema(self, file: IO[bytes], *, shard: str) -> pa.Schema:
         """The Arrow schema stored in the file's footer."""

@@ -128,7 +128,7 @@ def iter_range(
 _DONE = object()
 
 
-def read_ahead(batches: Iterator[pa.RecordBatch], depth: int = 2) -> Iterator[pa.RecordBatch]:
+def read_ahead(batches: Iterator[pa.RecordBatch], depth: int = 1) -> Iterator[pa.RecordBatch]:
     """``batches``, decoded by a helper thread up to ``depth`` batches ahead of the consumer.
 
     Decoding a shard and encoding the output then run at the same time (both release the GIL), so one unit
@@ -202,6 +202,7 @@ def _write_file(
 
 def _describe_output(ctx: RewriteContext, unit: OutputUnit) -> DescribedShard:
     """Re-read the written file as a reader will (bytes and rows under the contract schema) and check it."""
+    pa.default_memory_pool().release_unused()  # hand the writer's freed buffers back before decoding again
     found = describe_shard(ctx.dest, unit.path, ctx.out_fmt, ctx.schema, batch_rows=ctx.plan.batch_rows)
     if found.digest.rows != unit.rows:
         raise CheckFailed(

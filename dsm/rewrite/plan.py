@@ -43,11 +43,11 @@ __all__ = [
 PLAN_VERSION = "dsm-rewrite-plan-v1"
 DECODED_BYTES_PER_STORED_BYTE = 3
 """Assumed size of decoded (Arrow) rows per byte of stored shard, to size batches and shuffle buckets."""
-BATCH_BYTES = 16 << 20
+BATCH_BYTES = 8 << 20
 """Decoded bytes per record batch the rewrite aims for: memory stays flat whatever the row size."""
-BUCKET_BYTES = 64 << 20
+BUCKET_BYTES = 32 << 20
 """Decoded bytes per shuffle bucket: pass 2 of a shuffle holds one bucket in memory at a time."""
-ROW_GROUP_BYTES = 64 << 20
+ROW_GROUP_BYTES = 32 << 20
 """Decoded bytes per Parquet row group a rewrite writes unless ``row_group_size`` is given."""
 SCATTER_UNIT_BYTES = 512 << 20
 """Stored bytes per shuffle pass-1 unit (Parquet shards larger than this are split by row ranges)."""

@@ -1,7 +1,31 @@
-"""Checks of data against a contract: physical identity (size, checksum), schema, rows (fingerprint)."""
+"""Checks of data against a contract: physical identity (size, checksum), schema, rows (fingerprint).
 
-from dsm.validators.physical import PhysicalCheck, check_physical
-from dsm.validators.rows import RowCheck, check_rows
-from dsm.validators.schema import schema_differences
+Names load on first use: the byte checks run without Arrow, the row checks need it.
+"""
 
-__all__ = ["PhysicalCheck", "RowCheck", "check_physical", "check_rows", "schema_differences"]
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dsm.validators.physical import PhysicalCheck, check_physical
+    from dsm.validators.rows import RowCheck, check_rows
+    from dsm.validators.schema import schema_differences
+
+_EXPORTS = {
+    "PhysicalCheck": "dsm.validators.physical",
+    "check_physical": "dsm.validators.physical",
+    "RowCheck": "dsm.validators.rows",
+    "check_rows": "dsm.validators.rows",
+    "schema_differences": "dsm.validators.schema",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dsm.validators' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

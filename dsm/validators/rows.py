@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from dsm.contract import Shard
-from dsm.errors import DatasetNotFound, FormatError, SchemaError, StorageError
 from dsm.digest import RowDigest
+from dsm.errors import DatasetNotFound, FormatError, SchemaError, StorageError
 from dsm.formats import Format
 from dsm.reader import digest_shard, shard_schema
 from dsm.storage import Location, redact
@@ -54,10 +54,15 @@ def check_rows(
     digest = found.digest
     if shard.rows is not None and digest.rows != shard.rows:
         return RowCheck(
-            path=shard.path, status="corrupt", detail=f"{digest.rows} rows, expected {shard.rows}", digest=digest
+            path=shard.path,
+            status="corrupt",
+            detail=f"{digest.rows} rows, expected {shard.rows}",
+            digest=digest,
         )
     if shard.fingerprint is None:
-        return RowCheck(path=shard.path, status="unverified", detail="the contract has no row fingerprint for it")
+        return RowCheck(
+            path=shard.path, status="unverified", detail="the contract has no row fingerprint for it"
+        )
     if digest.unordered != shard.fingerprint or (
         shard.ordered_fingerprint is not None and digest.ordered != shard.ordered_fingerprint
     ):
