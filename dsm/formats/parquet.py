@@ -93,7 +93,7 @@ class ParquetFormat(Format):
         except pa.ArrowException as exc:
             raise _unreadable(shard, exc) from None
         except OSError as exc:
-            # A damaged footer surfaces as a plain OSError ("Couldn't deserialize thrift"): bad bytes, not I/O.
+            # A damaged footer surfaces as a plain OSError ("Couldn't deserialize thrift"): bad bytes.
             if "thrift" in str(exc).lower() or "parquet" in str(exc).lower():
                 raise _unreadable(shard, exc) from None
             raise
