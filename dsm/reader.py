@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO
@@ -12,9 +13,17 @@ from dsm.digest import RowDigest
 from dsm.errors import FormatError, SchemaError
 from dsm.fingerprint import digest_batch
 from dsm.formats import DEFAULT_BATCH_ROWS, Format
-from dsm.storage import Location, redact
+from dsm.storage import Location, redact, storage_errors
 
-__all__ = ["ShardDigest", "digest_shard", "fragment_count", "iter_open_shard", "iter_shard", "shard_schema"]
+__all__ = [
+    "ShardDigest",
+    "digest_shard",
+    "fragment_count",
+    "iter_open_shard",
+    "iter_shard",
+    "open_shard",
+    "shard_schema",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,13 +47,27 @@ def _decode_errors(loc: Location, path: str, exc: Exception) -> FormatError:
 
 def shard_schema(loc: Location, path: str, fmt: Format) -> pa.Schema:
     """The schema stored in (or inferred from) one shard."""
-    with loc.open(path) as handle:
+    with open_shard(loc, path) as handle:
         try:
             return fmt.read_schema(handle, shard=path)
         except (FormatError, SchemaError):
             raise
         except (pa.ArrowException, ValueError, UnicodeDecodeError, EOFError) as exc:
             raise _decode_errors(loc, path, exc) from None
+
+
+@contextlib.contextmanager
+def open_shard(loc: Location, path: str) -> Iterator[IO[bytes]]:
+    """Open one shard for decoding. Local files open as Arrow native files, which Arrow reads without
+    going through Python (the Parquet reader decodes 2-3x faster that way); others through fsspec."""
+    if not loc.is_local:
+        with loc.open(path) as handle:
+            yield handle
+        return
+    with storage_errors(loc.url_of(path)):
+        native = pa.OSFile(loc.path(path), "rb")
+    with native:
+        yield native  # type: ignore[misc]
 
 
 def iter_shard(
@@ -57,7 +80,7 @@ def iter_shard(
     batch_rows: int = DEFAULT_BATCH_ROWS,
 ) -> Iterator[pa.RecordBatch]:
     """Stream one shard's rows as record batches (with ``schema``: exactly that schema)."""
-    with loc.open(path) as handle:
+    with open_shard(loc, path) as handle:
         yield from iter_open_shard(
             handle, loc, path, fmt, schema=schema, columns=columns, batch_rows=batch_rows
         )

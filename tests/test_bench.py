@@ -439,7 +439,7 @@ def test_bad_options_are_input_errors(
 
 
 def test_parsers() -> None:
-    assert parse_size("8MiB") == parse_size("8M") == 8 << 20
+    assert parse_size("8MiB") == 8 << 20 and parse_size("8M") == 8_000_000
     assert parse_size("200MB") == 200_000_000 and parse_size(4096) == 4096
     assert parse_rate("200MB/s") == parse_rate("200MB") == parse_rate(2e8) == 2e8
     assert parse_rate("1.5GiB/s") == 1.5 * (1 << 30)
@@ -501,3 +501,15 @@ def test_report_json_shape(parquet_ref: Contract, registry_url: str) -> None:
         assert prov[key] is not None
     assert {"dsm", "pyarrow", "fsspec"} <= set(prov["versions"])
     assert prov["arguments"]["workers"] == [1, 2] and prov["seed"] == 0
+
+
+def test_worker_sweep_on_every_store(storage: StorageRoot, table: pa.Table, registry_url: str) -> None:
+    write_parquet_shards(storage, table, SHARDS)
+    contract = dsm.register(storage.url, name="ds", registry=registry_url, storage_options=storage.options)
+    report = bench("ds", registry=registry_url, storage_options=storage.options, workers="1,2,4")
+    assert [r.workers for r in report.ref.results] == [1, 2, 4]
+    for result in report.ref.results:
+        assert result.bytes == contract.total_bytes and result.files == SHARDS and result.errors == 0
+        check_sane(result.latency_s, result.requests)
+    assert report.ref.knee is not None
+    assert [(s.from_workers, s.to_workers) for s in report.ref.knee.steps] == [(1, 2), (2, 4)]

@@ -132,6 +132,7 @@ def test_cli_options_reach_the_library_unchanged(monkeypatch: pytest.MonkeyPatch
             "--workers",
             "3",
             "--overwrite",
+            "--read-back",
             "--registry",
             "mem-reg",
             "--storage-option",
@@ -157,6 +158,7 @@ def test_cli_options_reach_the_library_unchanged(monkeypatch: pytest.MonkeyPatch
         "name": "web2",
         "workers": 3,
         "overwrite": True,
+        "read_back": True,
         "registry": "mem-reg",
         "storage_options": {"anon": True},
     }
@@ -168,6 +170,7 @@ def test_cli_options_reach_the_library_unchanged(monkeypatch: pytest.MonkeyPatch
     assert args == ("web", "out")
     assert kwargs["to"] == "csv" and kwargs["format_options"] == {"delimiter": ";"}
     assert kwargs["compression"] is None and kwargs["overwrite"] is False and kwargs["workers"] is None
+    assert kwargs["read_back"] is False
 
 
 def test_help_has_examples() -> None:

@@ -234,3 +234,30 @@ def test_register_glob_and_extras_respect_it(tmp_path: Path, sample_table: pa.Ta
 def test_verify_unknown_dataset(tmp_path: Path) -> None:
     with pytest.raises(DatasetNotFound):
         dsm.verify("nothing", registry=str(tmp_path))
+
+
+def test_webdataset_shares_the_fingerprint_for_the_types_it_holds(tmp_path: Path) -> None:
+    from dsm.formats import get_format
+
+    table = pa.table(
+        {
+            "__key__": [f"sample-{i:04d}" for i in range(60)],
+            "txt": [f"caption {i} 🙂" for i in range(60)],
+            "jpg": [bytes([i % 256]) * (i + 1) for i in range(60)],
+        }
+    )
+    registry = str(tmp_path / "registry")
+    write_parquet_shards(tmp_path / "pq", table, 2)
+    (tmp_path / "wds").mkdir()
+    wds = get_format("webdataset")
+    for i, piece in enumerate(split(table, 3)):
+        path = tmp_path / "wds" / f"shard-{i}.tar"
+        with open(path, "wb") as handle, wds.open_writer(handle, piece.schema) as writer:
+            for batch in piece.to_batches():
+                writer.write_batch(batch)
+    parquet = dsm.register(str(tmp_path / "pq"), name="p", registry=registry)
+    tars = dsm.register(str(tmp_path / "wds"), name="w", schema="p", registry=registry)
+    assert parquet.fingerprint is not None and tars.fingerprint is not None
+    assert tars.fingerprint.unordered == parquet.fingerprint.unordered
+    assert tars.fingerprint.ordered == parquet.fingerprint.ordered
+    assert dsm.verify("w", deep=True, registry=registry).ok

@@ -16,7 +16,9 @@ import pytest
 
 import dsm
 from dsm.commands.rewrite import RewriteResult, convert_format, reshard
+from dsm.demo import make_sample_table
 from dsm.errors import CheckFailed, InputError, SchemaError
+from dsm.formats import format_names, get_format
 from dsm.registry import Registry
 from dsm.rewrite import Permutation, layout, parse_size
 from dsm.rewrite.journal import JOURNAL_DIR, JOURNAL_FILE
@@ -71,9 +73,11 @@ def _duckdb_count(folder: str, fmt: str) -> tuple[int, int]:
         arrow_rows = pa.concat_tables(  # noqa: F841 (DuckDB finds it by name)
             pa.ipc.open_file(pa.memory_map(str(p))).read_all() for p in sorted(Path(folder).glob("*.arrow"))
         )
-        row = duckdb.sql("select count(*), sum(id) from arrow_rows").fetchall()[0]
+        relation = duckdb.sql("select count(*), sum(id) from arrow_rows")
     else:
-        row = duckdb.sql(f"select count(*), sum(id) from {readers[fmt]}").fetchall()[0]
+        relation = duckdb.sql(f"select count(*), sum(id) from {readers[fmt]}")
+    assert relation is not None
+    row = relation.fetchall()[0]
     assert row is not None
     return int(row[0]), int(row[1])
 
@@ -150,7 +154,7 @@ def test_reshard_by_count_rows_and_size(
     storage: StorageRoot, sample_table: pa.Table, registry_url: str
 ) -> None:
     source = _register(storage, sample_table, registry_url)
-    opts = {"registry": registry_url, "storage_options": storage.options}
+    opts: dict[str, Any] = {"registry": registry_url, "storage_options": storage.options}
     by_count = reshard("web@1", storage.join("n3"), num_shards=3, **opts)
     assert [s.rows for s in by_count.contract.shards] == [1000, 1000, 1000]
     assert [s.path for s in by_count.contract.shards] == [f"part-{k:05d}-of-00003.parquet" for k in range(3)]
@@ -264,11 +268,122 @@ def test_changed_row_fails_the_fingerprint_and_registers_nothing(
             yield batch.set_column(index, batch.schema.field(index), pa.array(scores, pa.float64()))
 
     monkeypatch.setattr(execute, "iter_range", tampered)
-    with pytest.raises(CheckFailed, match=r"differs from source shard part-00000\.parquet"):
+    # every shard has a changed row; which unit fails first depends on the workers' timing
+    with pytest.raises(CheckFailed, match=r"differs from source shard part-0000\d\.parquet"):
         convert_format("web", str(tmp_path / "conv"), to="arrow", registry=registry_url)
     with pytest.raises(CheckFailed, match=r"do not match web@1.*nothing was registered"):
         reshard("web", str(tmp_path / "resh"), num_shards=3, registry=registry_url)
     assert Registry(registry_url).versions("web") == [1]
+
+
+def _shard_entries(result: RewriteResult) -> list[tuple[Any, ...]]:
+    return [
+        (s.path, s.bytes, s.rows, s.checksum, s.fingerprint, s.ordered_fingerprint)
+        for s in result.contract.shards
+    ]
+
+
+def test_default_proof_equals_read_back_for_every_format_pair(tmp_path: Path, registry_url: str) -> None:
+    """The written-batches proof gives the contract entries a read-back gives, for every pair of formats."""
+    table = make_sample_table(240).append_column(
+        "notes", pa.array(['say "hi"\n\tback\\slash\x01\x1f é', None, "plain"] * 80, pa.string())
+    )
+    storage = StorageRoot(kind="local", url=str(tmp_path / "store"))
+    _register(storage, table, registry_url, shards=2)
+    sources = {"parquet": "web@1"}
+    for fmt in format_names():
+        if fmt != "parquet" and not get_format(fmt).unsupported(table.schema):
+            made = convert_format("web@1", str(tmp_path / f"src-{fmt}"), to=fmt, registry=registry_url)
+            sources[fmt] = made.dataset
+    assert {"parquet", "jsonl", "csv", "arrow"} <= set(sources)
+    for src, ref in sources.items():
+        for dst in sources:
+            runs = {
+                read_back: convert_format(
+                    ref,
+                    str(tmp_path / f"{src}-{dst}-{read_back}"),
+                    to=dst,
+                    name=f"{src}-{dst}-{int(read_back)}",
+                    read_back=read_back,
+                    registry=registry_url,
+                )
+                for read_back in (False, True)
+            }
+            assert _shard_entries(runs[False]) == _shard_entries(runs[True]), (src, dst)
+            assert runs[False].contract.fingerprint == runs[True].contract.fingerprint
+            for read_back, proof in ((False, "written-batches"), (True, "read-back")):
+                lineage = runs[read_back].contract.lineage
+                assert lineage is not None and lineage.parameters["proof"] == proof
+    # webdataset holds only string/binary fields keyed by __key__: its own small dataset, both directions
+    samples = pa.table(
+        {
+            "__key__": [f"s{i:04d}" for i in range(60)],
+            "txt": ['line "one"\nline\ttwo é'] * 60,
+            "png": pa.array([bytes([i % 256]) * 40 for i in range(60)], pa.binary()),
+        }
+    )
+    _register(StorageRoot(kind="local", url=str(tmp_path / "wds")), samples, registry_url, name="wds")
+    for src_ref, dst, step in (("wds@1", "webdataset", "to"), ("wds@2", "parquet", "from")):
+        runs = {
+            read_back: convert_format(
+                src_ref,
+                str(tmp_path / f"wds-{step}-{read_back}"),
+                to=dst,
+                name="wds" if read_back else f"wds-{step}",
+                read_back=read_back,
+                registry=registry_url,
+            )
+            for read_back in (True, False)
+        }
+        assert _shard_entries(runs[False]) == _shard_entries(runs[True]), step
+    shuffled = {
+        read_back: reshard(
+            "web@1",
+            str(tmp_path / f"shuffled-{read_back}"),
+            num_shards=3,
+            shuffle=True,
+            seed=5,
+            to="jsonl",
+            name=f"shuffled-{int(read_back)}",
+            read_back=read_back,
+            registry=registry_url,
+        )
+        for read_back in (False, True)
+    }
+    assert _shard_entries(shuffled[False]) == _shard_entries(shuffled[True])
+
+
+def test_a_writer_that_changes_a_value_is_caught_only_by_read_back(
+    tmp_path: Path, sample_table: pa.Table, registry_url: str, monkeypatch: Any
+) -> None:
+    """The default proof digests the rows handed to the writer: a writer bug that changes a value on its way
+    to the file passes it (and is caught by ``verify --deep``); ``read_back`` catches it before publishing."""
+    from dsm.formats.arrow import ArrowFormat
+
+    _register(StorageRoot(kind="local", url=str(tmp_path / "store")), sample_table, registry_url)
+    real_open = ArrowFormat.open_writer
+
+    def corrupting_open(self: ArrowFormat, file: Any, schema: pa.Schema) -> Any:
+        writer = real_open(self, file, schema)
+        real_write = writer.write_batch
+
+        def write_batch(batch: pa.RecordBatch) -> None:
+            index = batch.schema.get_field_index("score")
+            scores = batch.column("score").to_pylist()
+            scores[0] = (scores[0] or 0) + 1.0
+            real_write(batch.set_column(index, batch.schema.field(index), pa.array(scores, pa.float64())))
+
+        writer.write_batch = write_batch  # type: ignore[method-assign]
+        return writer
+
+    monkeypatch.setattr(ArrowFormat, "open_writer", corrupting_open)
+    with pytest.raises(CheckFailed, match=r"differs from source shard part-0000\d\.parquet"):
+        convert_format("web", str(tmp_path / "checked"), to="arrow", read_back=True, registry=registry_url)
+    assert Registry(registry_url).versions("web") == [1]
+    unchecked = convert_format("web", str(tmp_path / "unchecked"), to="arrow", registry=registry_url)
+    monkeypatch.setattr(ArrowFormat, "open_writer", real_open)
+    report = dsm.verify(unchecked.dataset, deep=True, registry=registry_url)
+    assert not report.ok
 
 
 def test_destination_that_holds_other_files_is_refused(

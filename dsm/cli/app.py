@@ -48,27 +48,41 @@ WorkersOpt = Annotated[
 ]
 
 
-def storage_options(pairs: list[str] | None) -> dict[str, Any] | None:
-    """``["endpoint_url=http://...", "anon=true"]`` -> ``{"endpoint_url": "http://...", "anon": True}``.
+def _json_or_text(value: str) -> Any:
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value
 
-    ``PROTOCOL:KEY=VALUE`` (``s3:endpoint_url=...``) applies to that protocol's URLs only.
-    """
+
+def key_value_options(pairs: list[str] | None, flag: str) -> dict[str, Any] | None:
+    """``["level=3", "name=x"]`` -> ``{"level": 3, "name": "x"}`` (values parsed as JSON when they are)."""
     if not pairs:
         return None
     options: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise InputError(f"--storage-option {pair!r}: expected KEY=VALUE or PROTOCOL:KEY=VALUE")
-        try:
-            parsed: Any = json.loads(value)
-        except json.JSONDecodeError:
-            parsed = value
+            raise InputError(f"{flag} {pair!r}: expected KEY=VALUE")
+        options[key] = _json_or_text(value)
+    return options
+
+
+def storage_options(pairs: list[str] | None) -> dict[str, Any] | None:
+    """``["endpoint_url=http://...", "anon=true"]`` -> ``{"endpoint_url": "http://...", "anon": True}``.
+
+    ``PROTOCOL:KEY=VALUE`` (``s3:endpoint_url=...``) applies to that protocol's URLs only.
+    """
+    flat = key_value_options(pairs, "--storage-option")
+    if flat is None:
+        return None
+    options: dict[str, Any] = {}
+    for key, value in flat.items():
         protocol, colon, name = key.partition(":")
         if colon and protocol and name:
-            options.setdefault(protocol, {})[name] = parsed
+            options.setdefault(protocol, {})[name] = value
         else:
-            options[key] = parsed
+            options[key] = value
     return options
 
 

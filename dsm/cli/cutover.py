@@ -5,7 +5,6 @@ The library is imported inside each command, so loading the CLI stays light.
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -14,9 +13,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from dsm.cli import CheckFailedExit, exits
-from dsm.cli.app import JsonOpt, RegistryOpt, StorageOpt, WorkersOpt, app, storage_options
+from dsm.cli.app import JsonOpt, RegistryOpt, StorageOpt, WorkersOpt, app, key_value_options, storage_options
 from dsm.cli.render import console, err_console, human_bytes, print_json, progress_for
-from dsm.errors import InputError
 
 if TYPE_CHECKING:
     from dsm.commands.cutover import CutoverPlan, CutoverReport
@@ -122,25 +120,6 @@ ForceOpt = Annotated[
 LeaseOpt = Annotated[
     float, typer.Option("--lease-seconds", help="Lease duration; renewed every third of it while running.")
 ]
-
-
-def _format_options(pairs: list[str] | None) -> dict[str, Any] | None:
-    if not pairs:
-        return None
-    options: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise InputError(f"--format-option {pair!r}: expected KEY=VALUE")
-        try:
-            options[key] = json.loads(value)
-        except json.JSONDecodeError:
-            options[key] = value
-    return options
-
-
-def _options(pairs: list[str] | None) -> dict[str, Any] | None:
-    return storage_options(pairs) if pairs else None
 
 
 def _seconds(value: float | None) -> str:
@@ -371,7 +350,7 @@ def plan(
         compression=compression,
         compression_level=compression_level,
         row_group_size=row_group_size,
-        format_options=_format_options(format_option),
+        format_options=key_value_options(format_option, "--format-option"),
         alias=alias,
         prices=prices,
         retain=retain,
@@ -382,7 +361,7 @@ def plan(
         measure_seconds=measure_seconds,
         workers=workers,
         registry=registry,
-        storage_options=_options(storage_option),
+        storage_options=storage_options(storage_option),
     )
     if json_output:
         print_json(result.to_dict())
@@ -468,7 +447,7 @@ def start(
         compression=compression,
         compression_level=compression_level,
         row_group_size=row_group_size,
-        format_options=_format_options(format_option),
+        format_options=key_value_options(format_option, "--format-option"),
         alias=alias,
         prices=prices,
         retain=retain,
@@ -488,7 +467,7 @@ def start(
         lease_seconds=lease_seconds,
         workers=workers,
         registry=registry,
-        storage_options=_options(storage_option),
+        storage_options=storage_options(storage_option),
         progress=progress_for(json_output),
     )
     _finish(report, json_output)
@@ -523,7 +502,7 @@ def run(
         lease_seconds=lease_seconds,
         workers=workers,
         registry=registry,
-        storage_options=_options(storage_option),
+        storage_options=storage_options(storage_option),
         progress=progress_for(json_output),
     )
     _finish(report, json_output)
@@ -554,7 +533,7 @@ def resume(
         lease_seconds=lease_seconds,
         workers=workers,
         registry=registry,
-        storage_options=_options(storage_option),
+        storage_options=storage_options(storage_option),
         progress=progress_for(json_output),
     )
     _finish(report, json_output)
@@ -597,7 +576,7 @@ def rollback(
         lease_seconds=lease_seconds,
         workers=workers,
         registry=registry,
-        storage_options=_options(storage_option),
+        storage_options=storage_options(storage_option),
         progress=progress_for(json_output),
     )
     _finish(report, json_output)
@@ -617,7 +596,9 @@ def status(
     """Stage, progress, evidence and lease holder of a cutover, with the plan beside what was measured."""
     from dsm.commands import cutover as lib
 
-    report = lib.cutover_status(cutover_id, registry=registry, storage_options=_options(storage_option))
+    report = lib.cutover_status(
+        cutover_id, registry=registry, storage_options=storage_options(storage_option)
+    )
     if json_output:
         print_json(report.to_dict())
         return
@@ -646,7 +627,7 @@ def list_(
     """List the cutovers in the registry with their phase."""
     from dsm.commands import cutover as lib
 
-    reports = lib.list_cutovers(name=name, registry=registry, storage_options=_options(storage_option))
+    reports = lib.list_cutovers(name=name, registry=registry, storage_options=storage_options(storage_option))
     if json_output:
         print_json([r.to_dict() for r in reports])
         return

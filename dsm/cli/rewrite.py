@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from dsm.cli import exits
-from dsm.cli.app import JsonOpt, RegistryOpt, StorageOpt, WorkersOpt, app, storage_options
+from dsm.cli.app import JsonOpt, RegistryOpt, StorageOpt, WorkersOpt, app, key_value_options, storage_options
 from dsm.cli.render import console, human_bytes, print_json, progress_for
-from dsm.errors import InputError
 
 if TYPE_CHECKING:
     from dsm.commands.rewrite import RewriteResult
@@ -44,21 +42,14 @@ OverwriteOpt = Annotated[
         help="Write into a destination that is not empty (files dsm did not write are kept, never deleted).",
     ),
 ]
-
-
-def _format_options(pairs: list[str] | None) -> dict[str, Any] | None:
-    if not pairs:
-        return None
-    options: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise InputError(f"--format-option {pair!r}: expected KEY=VALUE")
-        try:
-            options[key] = json.loads(value)
-        except json.JSONDecodeError:
-            options[key] = value
-    return options
+ReadBackOpt = Annotated[
+    bool,
+    typer.Option(
+        "--read-back",
+        help="Prove each written file by reading it back as a reader will (slower; also catches a writer "
+        "that changes a value). Default: prove from the rows handed to the writer and the bytes written.",
+    ),
+]
 
 
 def _render(result: RewriteResult, json_output: bool) -> None:
@@ -105,6 +96,7 @@ def convert_format(
     name: NameOpt = None,
     workers: WorkersOpt = None,
     overwrite: OverwriteOpt = False,
+    read_back: ReadBackOpt = False,
     registry: RegistryOpt = None,
     storage_option: StorageOpt = None,
     json_output: JsonOpt = False,
@@ -119,12 +111,13 @@ def convert_format(
         compression=compression,
         compression_level=compression_level,
         row_group_size=row_group_size,
-        format_options=_format_options(format_option),
+        format_options=key_value_options(format_option, "--format-option"),
         name=name,
         workers=workers,
         overwrite=overwrite,
+        read_back=read_back,
         registry=registry,
-        storage_options=storage_options(storage_option) if storage_option else None,
+        storage_options=storage_options(storage_option),
         progress=progress_for(json_output),
     )
     _render(result, json_output)
@@ -171,6 +164,7 @@ def reshard(
     name: NameOpt = None,
     workers: WorkersOpt = None,
     overwrite: OverwriteOpt = False,
+    read_back: ReadBackOpt = False,
     registry: RegistryOpt = None,
     storage_option: StorageOpt = None,
     json_output: JsonOpt = False,
@@ -190,12 +184,13 @@ def reshard(
         compression=compression,
         compression_level=compression_level,
         row_group_size=row_group_size,
-        format_options=_format_options(format_option),
+        format_options=key_value_options(format_option, "--format-option"),
         name=name,
         workers=workers,
         overwrite=overwrite,
+        read_back=read_back,
         registry=registry,
-        storage_options=storage_options(storage_option) if storage_option else None,
+        storage_options=storage_options(storage_option),
         progress=progress_for(json_output),
     )
     _render(result, json_output)

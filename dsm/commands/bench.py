@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 import os
 import platform
-import re
 import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -64,6 +63,7 @@ from dsm.errors import InputError
 from dsm.formats import get_format
 from dsm.registry import Registry
 from dsm.storage import Location, location, redact
+from dsm.units import parse_rate, parse_size
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
@@ -100,71 +100,6 @@ _HTML_EXTENSIONS = (".html", ".htm")
 
 
 # ---------------------------------------------------------------------------------------------- parsing
-
-_SIZE = re.compile(r"^\s*(?P<num>\d+(?:\.\d+)?|\.\d+)\s*(?P<unit>[a-z]*)\s*$", re.IGNORECASE)
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "k": 1024,
-    "kib": 1024,
-    "kb": 1000,
-    "m": 1024**2,
-    "mib": 1024**2,
-    "mb": 1000**2,
-    "g": 1024**3,
-    "gib": 1024**3,
-    "gb": 1000**3,
-    "t": 1024**4,
-    "tib": 1024**4,
-    "tb": 1000**4,
-    "p": 1024**5,
-    "pib": 1024**5,
-    "pb": 1000**5,
-}
-
-
-def parse_size(value: int | float | str, *, what: str = "size") -> int:
-    """Bytes from ``8388608``, ``"8MiB"``, ``"8M"`` (binary: K, M, G, KiB, MiB, GiB) or ``"8MB"`` (decimal).
-
-    >>> parse_size("8MiB"), parse_size("200MB"), parse_size(4096)
-    (8388608, 200000000, 4096)
-    """
-    if isinstance(value, bool):
-        raise InputError(f"{what}: expected a size such as 8MiB, got {value!r}")
-    if isinstance(value, (int, float)):
-        number = float(value)
-    else:
-        match = _SIZE.match(str(value))
-        unit = match["unit"].lower() if match else ""
-        if not match or unit not in _UNITS:
-            raise InputError(f"{what}: {value!r} is not a size (examples: 4096, 64KiB, 8MiB, 200MB, 1GB)")
-        number = float(match["num"]) * _UNITS[unit]
-    if not math.isfinite(number) or number < 1:
-        raise InputError(f"{what}: {value!r} must be at least 1 byte")
-    return int(number)
-
-
-def parse_rate(value: int | float | str, *, what: str = "min_throughput") -> float:
-    """Bytes per second from ``2e8``, ``"200MB/s"``, ``"1.5GiB/s"`` or ``"200MB"`` (per second implied).
-
-    >>> parse_rate("200MB/s")
-    200000000.0
-    """
-    if isinstance(value, bool):
-        raise InputError(f"{what}: expected a rate such as 200MB/s, got {value!r}")
-    if isinstance(value, (int, float)):
-        rate = float(value)
-    else:
-        text = str(value).strip()
-        text = text[:-2] if text.lower().endswith("/s") else text
-        match = _SIZE.match(text)
-        unit = match["unit"].lower() if match else ""
-        if not match or unit not in _UNITS:
-            raise InputError(f"{what}: {value!r} is not a rate (examples: 200MB/s, 1.5GiB/s, 100000000)")
-        rate = float(match["num"]) * _UNITS[unit]
-    if not math.isfinite(rate) or rate <= 0:
-        raise InputError(f"{what}: {value!r} must be a positive number of bytes per second")
-    return rate
 
 
 def parse_workers(value: int | str | Sequence[int]) -> tuple[int, ...]:
@@ -324,7 +259,7 @@ def _validate(
     if max_regression is not None and not has_compare:
         raise InputError("max_regression: compares OTHER with REF; give --compare OTHER")
     gates = Gates(
-        min_throughput=None if min_throughput is None else parse_rate(min_throughput),
+        min_throughput=None if min_throughput is None else parse_rate(min_throughput, what="min_throughput"),
         max_p99=None if max_p99 is None else _number(max_p99, "max_p99", minimum=0.0, inclusive=False),
         max_regression=None
         if max_regression is None

@@ -163,7 +163,7 @@ def _rewrite_arguments(
     format_options: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
     from dsm.commands.rewrite import _write_options
-    from dsm.rewrite.plan import parse_size
+    from dsm.rewrite.plan import check_layout
 
     _write_options(compression, compression_level, row_group_size, format_options)  # same refusals, now
     common = {
@@ -174,28 +174,14 @@ def _rewrite_arguments(
     }
     if operation == "convert-format":
         return common
-    given = [
-        n
-        for n, v in (
-            ("num_shards", num_shards),
-            ("shard_size", shard_size),
-            ("rows_per_shard", rows_per_shard),
-        )
-        if v is not None
-    ]
-    if len(given) != 1:
-        raise InputError(
-            "a resharding cutover takes exactly one of --num-shards, --shard-size and --rows-per-shard"
-            + (f" (got {', '.join(given)})" if given else "")
-        )
-    if num_shards is not None and num_shards < 1:
-        raise InputError(f"--num-shards must be at least 1, got {num_shards}")
-    if rows_per_shard is not None and rows_per_shard < 1:
-        raise InputError(f"--rows-per-shard must be at least 1, got {rows_per_shard}")
-    if shard_size is not None:
-        parse_size(shard_size)
-    if seed is not None and not shuffle:
-        raise InputError("--seed only applies with --shuffle")
+    check_layout(
+        num_shards=num_shards,
+        shard_size=shard_size,
+        rows_per_shard=rows_per_shard,
+        shuffle=shuffle,
+        seed=seed,
+        command="a resharding cutover",
+    )
     return {
         "num_shards": num_shards,
         "shard_size": shard_size,

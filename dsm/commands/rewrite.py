@@ -2,10 +2,11 @@
 
 Both run one engine (:mod:`dsm.rewrite`): check the target format can hold the schema, plan the output
 files from the source contract, check the source shards' checksums, write every output file under a
-temporary name (renamed when complete), re-read each one as a reader will to take its checksum and row
-fingerprint (exactly as ``dsm register`` does), compare the dataset's fingerprint with the source's, and
-only then publish the new contract: the commit point. A killed run resumes from its journal at the
-destination; the result is byte-identical to an uninterrupted run, whatever ``workers`` is.
+temporary name (renamed when complete) while hashing its bytes as they are written and digesting the rows
+handed to the writer (``proof: written-batches``; with ``read_back=True`` each file is instead re-read as a
+reader will, exactly as ``dsm register`` does: ``proof: read-back``), compare the dataset's fingerprint with
+the source's, and only then publish the new contract: the commit point. A killed run resumes from its
+journal at the destination; the result is byte-identical to an uninterrupted run, whatever ``workers`` is.
 
 >>> result = reshard("web-text@3", "s3://bucket/web-text/v4/", num_shards=64)  # doctest: +SKIP
 >>> result.dataset, result.fingerprint_match  # doctest: +SKIP
@@ -39,12 +40,17 @@ from dsm.rewrite.execute import (
 )
 from dsm.rewrite.journal import Journal, is_journal_path, remove_temporaries
 from dsm.rewrite.permutation import SHUFFLE_ALGORITHM, Permutation
-from dsm.rewrite.plan import RewritePlan, SourceRange, parse_size, plan_rewrite, row_group_rows
+from dsm.rewrite.plan import RewritePlan, SourceRange, check_layout, parse_size, plan_rewrite, row_group_rows
 from dsm.shards import DescribedShard, contract_location, dataset_fingerprint
 from dsm.storage import Location, location, redact
 from dsm.validators import check_physical
 
-__all__ = ["RewriteResult", "convert_format", "reshard"]
+__all__ = ["PROOF_READ_BACK", "PROOF_WRITTEN", "RewriteResult", "convert_format", "reshard"]
+
+PROOF_WRITTEN = "written-batches"
+"""Default proof: a file's checksum from its bytes as written, its rows' digest from the batches written."""
+PROOF_READ_BACK = "read-back"
+"""``read_back=True``: each written file is read again as a reader will and its checksum and rows taken."""
 
 _SAMPLE_SHARDS = 4
 _SAMPLE_BYTES_PER_SHARD = 4 << 20
@@ -278,6 +284,7 @@ def _rewrite(
     name: str | None,
     workers: int | None,
     overwrite: bool,
+    read_back: bool,
     registry: str | Registry | None,
     storage_options: Mapping[str, Any] | None,
     progress: Progress | None,
@@ -311,7 +318,7 @@ def _rewrite(
             "write to a folder of its own"
         )
     if shard_size is not None:
-        target = parse_size(shard_size)
+        target = parse_size(shard_size, what="--shard-size")
         rows_per_shard = _estimate_rows_per_shard(source, src_loc, src_fmt, out_fmt, schema, target)
         parameters["planned_rows_per_shard"] = rows_per_shard
     parameters["format_options"] = out_fmt.options()
@@ -326,6 +333,8 @@ def _rewrite(
         seed=seed,
         splittable_source=type(src_fmt).fragment_count is not Format.fragment_count,
     )
+    # How the output was proven; recorded in the lineage, not in the plan (it changes no output byte).
+    parameters["proof"] = PROOF_READ_BACK if read_back else PROOF_WRITTEN
     header, notes = _prepare_destination(dest_loc, plan, overwrite)
     dest_url = contract_location(dest_loc)
     if header is not None and header.get("published"):
@@ -359,6 +368,7 @@ def _rewrite(
             plan=plan,
             journal=journal,
             progress=progress,
+            read_back=read_back,
         )
         results, resumed = _run(ctx, workers, resume=header is not None)
     finally:
@@ -500,6 +510,7 @@ def convert_format(
     name: str | None = None,
     workers: int | None = None,
     overwrite: bool = False,
+    read_back: bool = False,
     registry: str | Registry | None = None,
     storage_options: Mapping[str, Any] | None = None,
     progress: Progress | None = None,
@@ -508,8 +519,10 @@ def convert_format(
     it as the next version of its name (or ``name``); return the result with the new contract.
 
     Refuses (SchemaError, nothing written) when ``to`` cannot hold the schema; raises CheckFailed, and
-    registers nothing, when a source shard fails its checksum or the rows read back differ from the source's
-    (``fingerprint.unordered`` and ``ordered`` must both match). Running it again after a crash resumes.
+    registers nothing, when a source shard fails its checksum or the rows written differ from the source's
+    (``fingerprint.unordered`` and ``ordered`` must both match). The proof digests the batches handed to
+    the writer and hashes the bytes as written; ``read_back=True`` re-reads every written file instead,
+    which also catches a writer that changes a value (slower). Running it again after a crash resumes.
 
     >>> convert_format("logs@2", "data/logs-parquet/", to="parquet", compression="zstd")  # doctest: +SKIP
     """
@@ -530,6 +543,7 @@ def convert_format(
         name=name,
         workers=workers,
         overwrite=overwrite,
+        read_back=read_back,
         registry=registry,
         storage_options=storage_options,
         progress=progress,
@@ -553,6 +567,7 @@ def reshard(
     name: str | None = None,
     workers: int | None = None,
     overwrite: bool = False,
+    read_back: bool = False,
     registry: str | Registry | None = None,
     storage_options: Mapping[str, Any] | None = None,
     progress: Progress | None = None,
@@ -562,40 +577,24 @@ def reshard(
 
     Without ``shuffle`` the files, read in order, hold the source's rows in the source's order. With
     ``shuffle`` the rows are permuted across all files by a permutation fixed by ``seed`` (default 0):
-    the same seed always gives the same files. ``to`` also converts the format. Checks and resume are those
-    of :func:`convert_format`; the unordered fingerprint must match, and the ordered one unless shuffled.
+    the same seed always gives the same files. ``to`` also converts the format. Checks, proof
+    (``read_back``) and resume are those of :func:`convert_format`; the unordered fingerprint must match,
+    and the ordered one unless shuffled.
 
     >>> reshard("web-text@3", "data/web-text-64/", num_shards=64, shuffle=True, seed=7)  # doctest: +SKIP
     """
-    given = [
-        n
-        for n, v in (
-            ("num_shards", num_shards),
-            ("shard_size", shard_size),
-            ("rows_per_shard", rows_per_shard),
-        )
-        if v is not None
-    ]
-    if len(given) != 1:
-        raise InputError(
-            "reshard takes exactly one of --num-shards, --shard-size and --rows-per-shard"
-            + (f" (got {', '.join(given)})" if given else "")
-        )
-    if num_shards is not None and num_shards < 1:
-        raise InputError(f"--num-shards must be at least 1, got {num_shards}")
-    if rows_per_shard is not None and rows_per_shard < 1:
-        raise InputError(f"--rows-per-shard must be at least 1, got {rows_per_shard}")
-    if shard_size is not None:
-        parse_size(shard_size)
-    if seed is not None and not shuffle:
-        raise InputError("--seed only applies with --shuffle")
+    chosen = check_layout(
+        num_shards=num_shards,
+        shard_size=shard_size,
+        rows_per_shard=rows_per_shard,
+        shuffle=shuffle,
+        seed=seed,
+    )
     if shuffle and seed is None:
         seed = 0
     options = _write_options(compression, compression_level, row_group_size, format_options)
     parameters: dict[str, Any] = {
-        given[0]: {"num_shards": num_shards, "shard_size": shard_size, "rows_per_shard": rows_per_shard}[
-            given[0]
-        ]
+        chosen: {"num_shards": num_shards, "shard_size": shard_size, "rows_per_shard": rows_per_shard}[chosen]
     }
     parameters["shuffle"] = shuffle
     if shuffle:
@@ -616,6 +615,7 @@ def reshard(
         name=name,
         workers=workers,
         overwrite=overwrite,
+        read_back=read_back,
         registry=registry,
         storage_options=storage_options,
         progress=progress,

@@ -24,8 +24,6 @@ _NULL_TEXT = pa.scalar("null", _TEXT)
 _EMPTY = pa.scalar("", _TEXT)
 _COMMA = pa.scalar(",", _TEXT)
 _QUOTE = pa.scalar('"', _TEXT)
-_CONTROL = r"[\x00-\x1f]"
-_RARE_CONTROL = r"[\x00-\x08\x0b\x0c\x0e-\x1f]"
 _COMMON_ESCAPES = (("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t"))
 
 
@@ -63,17 +61,36 @@ def unsupported_json_type(type_: pa.DataType) -> str | None:
     return f"type {type_} has no JSON encoding in dsm"
 
 
+def _bytes_of(text: pa.Array) -> np.ndarray:
+    """The UTF-8 bytes of a large_string array's values as one uint8 view (no copy)."""
+    if len(text) == 0 or text.buffers()[2] is None:
+        return np.empty(0, dtype=np.uint8)
+    offsets = np.frombuffer(text.buffers()[1], dtype=np.int64)
+    start, end = int(offsets[text.offset]), int(offsets[text.offset + len(text)])
+    return np.frombuffer(text.buffers()[2], dtype=np.uint8, count=end - start, offset=start)
+
+
 def escape_json_strings(strings: pa.Array) -> pa.Array:
-    """The body of a JSON string literal for each value (``"``, ``\\`` and control characters escaped)."""
-    text = pc.replace_substring(strings.cast(_TEXT), "\\", "\\\\")
-    text = pc.replace_substring(text, '"', '\\"')
-    if not pc.any(pc.match_substring_regex(text, _CONTROL)).as_py():
+    """The body of a JSON string literal for each value (``"``, ``\\`` and control characters escaped).
+
+    One vectorised scan of the values' bytes finds which of the escapes occur; only those replacement
+    passes run (most text needs none, or one or two).
+    """
+    text = strings.cast(_TEXT)
+    raw = _bytes_of(text)
+    if np.count_nonzero(raw == 0x5C):
+        text = pc.replace_substring(text, "\\", "\\\\")
+    if np.count_nonzero(raw == 0x22):
+        text = pc.replace_substring(text, '"', '\\"')
+    controls = raw[raw < 0x20]
+    if not len(controls):
         return text
-    for raw, escaped in _COMMON_ESCAPES:
-        text = pc.replace_substring(text, raw, escaped)
-    if pc.any(pc.match_substring_regex(text, _RARE_CONTROL)).as_py():
-        for code in [*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20)]:
-            text = pc.replace_substring(text, chr(code), f"\\u{code:04x}")
+    present = set(np.unique(controls).tolist())
+    for raw_char, escaped in _COMMON_ESCAPES:
+        if ord(raw_char) in present:
+            text = pc.replace_substring(text, raw_char, escaped)
+    for code in sorted(present - {ord(raw_char) for raw_char, _ in _COMMON_ESCAPES}):
+        text = pc.replace_substring(text, chr(code), f"\\u{code:04x}")
     return text
 
 
@@ -122,15 +139,27 @@ def _lists(offsets: pa.Array, values: pa.Array) -> pa.Array:
     return _join(_s("["), pc.binary_join(lists, _COMMA), _s("]"))
 
 
-def _object(names: Sequence[str], texts: Sequence[pa.Array], length: int) -> pa.Array:
+def _object(
+    names: Sequence[str],
+    texts: Sequence[pa.Array],
+    length: int,
+    *,
+    quoted: Sequence[bool] = (),
+    end: str = "}",
+) -> pa.Array:
+    """``{"name":text,...}`` per row, joined in one pass; a ``quoted`` text gets its quotes from the
+    separators around it (no copy of the column just to add them), and ``end`` closes each object."""
     if not names:
-        return pa.repeat(_s("{}"), length)
+        return pa.repeat(_s("{}" + end[1:]), length)
+    quotes = list(quoted) or [False] * len(names)
     parts: list[pa.Array | pa.Scalar] = []
-    for index, (name, text) in enumerate(zip(names, texts, strict=True)):
+    before = "{"
+    for name, text, quote in zip(names, texts, quotes, strict=True):
         key = json.dumps(name, ensure_ascii=False)
-        parts.append(_s(("{" if index == 0 else ",") + key + ":"))
+        parts.append(_s(before + key + ":" + ('"' if quote else "")))
         parts.append(text)
-    parts.append(_s("}"))
+        before = ('"' if quote else "") + ","
+    parts.append(_s(before[:-1] + end))
     return _join(*parts)
 
 
@@ -187,13 +216,19 @@ def encode_values(array: pa.Array) -> pa.Array:
 def encode_lines(batch: pa.RecordBatch) -> pa.Array:
     """One JSON object per row, keys in schema order, each text ending with ``\\n``."""
     texts = []
+    quoted = []
     for name, column in zip(batch.schema.names, batch.columns, strict=True):
         try:
-            texts.append(encode_values(column))
+            if is_string_like(column.type) and column.null_count == 0:
+                # The most common text column: escaped only; _object adds the quotes while joining.
+                texts.append(escape_json_strings(column))
+                quoted.append(True)
+            else:
+                texts.append(encode_values(column))
+                quoted.append(False)
         except SchemaError as exc:
             raise SchemaError(f'field "{name}": {exc}') from None
-    objects = _object(batch.schema.names, texts, batch.num_rows)
-    return _join(objects, _s("\n"))
+    return _object(batch.schema.names, texts, batch.num_rows, quoted=quoted, end="}\n")
 
 
 def text_buffer(texts: pa.Array) -> pa.Buffer:

@@ -58,11 +58,14 @@ def _iter_chunks(stream: Any, chunk_bytes: int = _CHUNK_BYTES) -> Iterator[tuple
             if pending:
                 yield line, pending
             return
-        pending = pending + bytes(data) if pending else bytes(data)
-        cut = pending.rfind(b"\n") + 1
+        data = bytes(data)
+        cut = data.rfind(b"\n") + 1
         if cut == 0:
+            pending += data
             continue
-        chunk, pending = pending[:cut], pending[cut:]
+        # One copy of the read at most (none when it ends with a whole line and nothing is pending).
+        chunk = b"".join((pending, memoryview(data)[:cut])) if pending or cut < len(data) else data
+        pending = data[cut:]
         yield line, chunk
         line += chunk.count(b"\n")
 
@@ -413,7 +416,7 @@ class _ChunkParser:
         )
 
     def parse(self, chunk: bytes, first_line: int) -> pa.Table:
-        if not chunk.strip():
+        if not chunk or chunk.isspace():  # as ``not chunk.strip()``, without copying a 16 MiB chunk
             return self.schema.empty_table()
         if self._native_schema is not None:
             table = self._parse_native(chunk)
@@ -587,7 +590,7 @@ class JsonlFormat(Format):
             parser = self._parser(schema, shard)
         for first_line, chunk in self._named(self._chunks(file), shard):
             if parser is None:
-                if not chunk.strip():
+                if not chunk or chunk.isspace():
                     continue
                 parser = self._parser(_infer(_head(chunk, _INFER_BYTES), shard), shard)
                 project_schema(parser.schema, columns, shard=shard)

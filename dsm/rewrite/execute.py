@@ -33,7 +33,7 @@ from dsm.checksum import DEFAULT_ALGORITHM, new_hasher
 from dsm.contract import Contract, Shard
 from dsm.engine import Progress
 from dsm.errors import CheckFailed, FormatError, SchemaError
-from dsm.fingerprint import RowDigest
+from dsm.fingerprint import RowDigest, digest_batch
 from dsm.formats import Format, get_format
 from dsm.formats._common import describe_exception
 from dsm.formats.arrow import ArrowFormat
@@ -41,7 +41,7 @@ from dsm.reader import iter_shard
 from dsm.rewrite.journal import Journal
 from dsm.rewrite.permutation import Permutation
 from dsm.rewrite.plan import OutputUnit, RewritePlan, ScatterUnit, SourceRange
-from dsm.shards import DescribedShard, describe_shard
+from dsm.shards import DescribedShard, describe_shard, shard_entry
 from dsm.storage import Location, redact
 
 __all__ = [
@@ -78,6 +78,8 @@ class RewriteContext:
     progress: Progress
     bucket_pieces: Mapping[int, Sequence[tuple[int, int]]] = field(default_factory=dict)
     spill_paths: Mapping[int, str] = field(default_factory=dict)
+    read_back: bool = False
+    """Prove each written file by reading it back (else from the written batches and bytes)."""
 
     def shard(self, path: str) -> Shard:
         return self.source.shard(path)
@@ -186,41 +188,86 @@ def _short_rows(what: str, got: int, expected: int, shards: Iterable[str]) -> Ch
 # --------------------------------------------------------------------------------------------- writing
 
 
+@dataclass(frozen=True, kw_only=True)
+class _Written:
+    """What writing one output file measured: its size and checksum (from the bytes as they were written)
+    and the row digest of the batches handed to the writer."""
+
+    size: int
+    checksum: str
+    digest: RowDigest
+
+
+def _digested(
+    batches: Iterable[pa.RecordBatch], schema: pa.Schema, into: list[RowDigest]
+) -> Iterator[pa.RecordBatch]:
+    """``batches`` (cast to ``schema`` where they differ), adding each one's row digest to ``into[0]``."""
+    for batch in batches:
+        if batch.schema != schema:
+            batch = batch.cast(schema)
+        into[0] = into[0] + digest_batch(batch)
+        yield batch
+
+
 def _write_file(
     dest: Location, path: str, fmt: Format, schema: pa.Schema, batches: Iterable[pa.RecordBatch]
-) -> int:
-    """Write ``batches`` as the file ``path`` (temporary name, renamed when complete); returns rows."""
-    rows = 0
+) -> _Written:
+    """Write ``batches`` as the file ``path`` (temporary name, renamed when complete).
+
+    The rows are digested as they are handed to the writer and the bytes hashed as they are written, so the
+    file's contract entry needs no second read; the digest is taken in the read-ahead thread, beside the
+    encoding.
+    """
+    digest = [RowDigest.empty()]
     with dest.atomic_writer(path) as handle:
-        writer = fmt.open_writer(handle, schema)
-        for batch in batches:
+        sink = _HashingWriter(handle)
+        writer = fmt.open_writer(sink, schema)  # type: ignore[arg-type]
+        for batch in read_ahead(_digested(batches, schema, digest)):
             writer.write_batch(batch)
-            rows += batch.num_rows
         writer.close()
-    return rows
+        sink.flush()
+    return _Written(size=sink.size, checksum=sink.checksum, digest=digest[0])
 
 
-def _describe_output(ctx: RewriteContext, unit: OutputUnit) -> DescribedShard:
-    """Re-read the written file as a reader will (bytes and rows under the contract schema) and check it."""
-    pa.default_memory_pool().release_unused()  # hand the writer's freed buffers back before decoding again
-    found = describe_shard(ctx.dest, unit.path, ctx.out_fmt, ctx.schema, batch_rows=ctx.plan.batch_rows)
-    if found.digest.rows != unit.rows:
+def _check_output(ctx: RewriteContext, unit: OutputUnit, digest: RowDigest, how: str) -> None:
+    """The rows of one output file against the plan and, for a one-to-one rewrite, its source shard."""
+    if digest.rows != unit.rows:
         raise CheckFailed(
-            f"output {redact(ctx.dest.url_of(unit.path))}: reads back {found.digest.rows} rows, "
-            f"{unit.rows} were written; the target format did not keep every row"
+            f"output {redact(ctx.dest.url_of(unit.path))}: {how} {digest.rows} rows, "
+            f"{unit.rows} were planned; the target format did not keep every row"
         )
     origin = unit.source_shard
     if origin is not None and not ctx.plan.shuffle:
         expected = ctx.shard(origin)
-        if (expected.fingerprint, expected.ordered_fingerprint) != (
-            found.digest.unordered,
-            found.digest.ordered,
-        ):
+        if (expected.fingerprint, expected.ordered_fingerprint) != (digest.unordered, digest.ordered):
             raise CheckFailed(
-                f"output {unit.path}: row fingerprint {found.digest.unordered[:12]}.. differs from source "
+                f"output {unit.path}: row fingerprint {digest.unordered[:12]}.. differs from source "
                 f"shard {origin} ({(expected.fingerprint or '')[:12]}..): a value changed in the conversion "
                 f"to {ctx.out_fmt.name}; nothing was registered"
             )
+
+
+def _describe_output(ctx: RewriteContext, unit: OutputUnit, written: _Written) -> DescribedShard:
+    """The contract entry of a written file, proven as ``ctx.read_back`` asks.
+
+    Default (``written-batches``): the checksum and size of the bytes as written (the size also checked
+    against storage) and the digest of the batches handed to the writer. With ``read_back``: the file is
+    read again as a reader will (checksum of the stored bytes, rows decoded under the contract schema),
+    which also catches a writer that changes a value.
+    """
+    if not ctx.read_back:
+        stored = ctx.dest.size(unit.path)
+        if stored != written.size:
+            raise CheckFailed(
+                f"output {redact(ctx.dest.url_of(unit.path))}: {stored} bytes on storage, {written.size} "
+                "were written; the storage did not keep the whole file; run again with --overwrite"
+            )
+        _check_output(ctx, unit, written.digest, "wrote")
+        entry = shard_entry(unit.path, written.size, written.checksum, written.digest)
+        return DescribedShard(shard=entry, digest=written.digest)
+    pa.default_memory_pool().release_unused()  # hand the writer's freed buffers back before decoding again
+    found = describe_shard(ctx.dest, unit.path, ctx.out_fmt, ctx.schema, batch_rows=ctx.plan.batch_rows)
+    _check_output(ctx, unit, found.digest, "reads back")
     return found
 
 
@@ -231,10 +278,12 @@ def copy_unit(ctx: RewriteContext, unit: OutputUnit) -> DescribedShard:
         for rng in unit.ranges:
             yield from iter_range(ctx.source_loc, ctx.source_fmt, ctx.schema, rng, ctx.plan.batch_rows)
 
-    rows = _write_file(ctx.dest, unit.path, ctx.out_fmt, ctx.schema, read_ahead(batches()))
-    if rows != unit.rows:
-        raise _short_rows(f"output {unit.path}", rows, unit.rows, (r.shard for r in unit.ranges))
-    found = _describe_output(ctx, unit)
+    written = _write_file(ctx.dest, unit.path, ctx.out_fmt, ctx.schema, batches())
+    if written.digest.rows != unit.rows:
+        raise _short_rows(
+            f"output {unit.path}", written.digest.rows, unit.rows, (r.shard for r in unit.ranges)
+        )
+    found = _describe_output(ctx, unit, written)
     ctx.journal.record("unit", unit.index, found.shard.to_dict())
     ctx.progress.advance(sum(ctx.range_bytes(r) for r in unit.ranges))
     return found
@@ -338,8 +387,11 @@ def _gathered(ctx: RewriteContext, unit: OutputUnit, readers: _SpillReaders) -> 
     for bucket in range(unit.first_bucket, unit.last_bucket):
         start = plan.bucket_starts[bucket]
         stop = plan.bucket_starts[bucket + 1] if bucket + 1 < len(plan.bucket_starts) else plan.total_rows
+        # Memory: the bucket's pieces and its sorted copy, never a third (combined) copy; the previous
+        # bucket is dropped before the next one is read.
         pieces = [readers.batch(u, i) for u, i in ctx.bucket_pieces.get(bucket, ())]
-        table = pa.Table.from_batches(pieces, schema=schema).combine_chunks()
+        table = pa.Table.from_batches(pieces, schema=schema)
+        del pieces
         positions = table.column(POSITION_FIELD)
         if table.num_rows != stop - start or (
             table.num_rows and (pc.min(positions).as_py() != start or pc.max(positions).as_py() != stop - 1)
@@ -348,18 +400,24 @@ def _gathered(ctx: RewriteContext, unit: OutputUnit, readers: _SpillReaders) -> 
                 f"shuffle bucket {bucket} of {unit.path}: {table.num_rows} rows gathered, "
                 f"{stop - start} expected; the pass-1 files were changed; run again with --overwrite"
             )
-        table = table.take(pc.sort_indices(positions)).drop_columns([POSITION_FIELD])
-        yield from table.to_batches(max_chunksize=plan.batch_rows)
+        order = pc.sort_indices(positions)
+        rows = table.drop_columns([POSITION_FIELD])
+        del table, positions
+        rows = rows.take(order).combine_chunks()  # one chunk per column: batch bounds as before
+        del order
+        yield from rows.to_batches(max_chunksize=plan.batch_rows)
+        del rows
+        pa.default_memory_pool().release_unused()  # the pool would keep the freed bucket's pages
 
 
 def gather_unit(ctx: RewriteContext, unit: OutputUnit) -> DescribedShard:
     """Shuffle pass 2 for one output file: its buckets, each sorted by position, in order."""
     readers = _SpillReaders(ctx)
     try:
-        _write_file(ctx.dest, unit.path, ctx.out_fmt, ctx.schema, _gathered(ctx, unit, readers))
+        written = _write_file(ctx.dest, unit.path, ctx.out_fmt, ctx.schema, _gathered(ctx, unit, readers))
     finally:
         readers.close()
-    found = _describe_output(ctx, unit)
+    found = _describe_output(ctx, unit, written)
     ctx.journal.record("unit", unit.index, found.shard.to_dict())
     ctx.progress.advance(ctx.source.total_bytes * unit.rows // max(1, ctx.plan.total_rows))
     return found

@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -26,6 +25,7 @@ from dsm.contract import Contract
 from dsm.errors import InputError
 from dsm.fingerprint import ALGORITHM
 from dsm.formats import DEFAULT_BATCH_ROWS, Format
+from dsm.units import parse_size
 
 __all__ = [
     "DECODED_BYTES_PER_STORED_BYTE",
@@ -33,6 +33,7 @@ __all__ = [
     "RewritePlan",
     "ScatterUnit",
     "SourceRange",
+    "check_layout",
     "layout",
     "output_name",
     "parse_size",
@@ -52,28 +53,43 @@ ROW_GROUP_BYTES = 32 << 20
 SCATTER_UNIT_BYTES = 512 << 20
 """Stored bytes per shuffle pass-1 unit (Parquet shards larger than this are split by row ranges)."""
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?i?b?)?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "t": 1000**4, "p": 1000**5}
 _STREAM_SUFFIXES = {"gzip": ".gz", "zstd": ".zst", "bz2": ".bz2", "lz4": ".lz4"}
 
 
-def parse_size(size: int | str) -> int:
-    """Bytes from ``256MB``, ``1.5GB``, ``512MiB``, ``64k`` or a plain number of bytes (decimal units;
-    ``KiB``/``MiB``/``GiB`` are binary)."""
-    if isinstance(size, int) and not isinstance(size, bool):
-        value = size
-    else:
-        match = _SIZE.match(str(size))
-        if not match:
-            raise InputError(f"shard size {size!r} is not a size; write it like 256MB, 1GiB or 500000000")
-        number, unit = match.group(1), (match.group(2) or "").lower()
-        binary = "i" in unit
-        prefix = unit.rstrip("b").rstrip("i")
-        scale = 1024 ** (" kmgtp".index(prefix)) if binary and prefix else _UNITS[prefix]
-        value = int(float(number) * scale)
-    if value < 1:
-        raise InputError(f"shard size {size!r} must be at least one byte")
-    return value
+def check_layout(
+    *,
+    num_shards: int | None,
+    shard_size: int | str | None,
+    rows_per_shard: int | None,
+    shuffle: bool,
+    seed: int | None,
+    command: str = "reshard",
+) -> str:
+    """Refuse a resharding request that is not exactly one valid layout; return the layout's name
+    (``num_shards``, ``shard_size`` or ``rows_per_shard``). Shared by ``dsm reshard`` and ``dsm cutover``."""
+    given = [
+        name
+        for name, value in (
+            ("num_shards", num_shards),
+            ("shard_size", shard_size),
+            ("rows_per_shard", rows_per_shard),
+        )
+        if value is not None
+    ]
+    if len(given) != 1:
+        raise InputError(
+            f"{command} takes exactly one of --num-shards, --shard-size and --rows-per-shard"
+            + (f" (got {', '.join(given)})" if given else "")
+        )
+    if num_shards is not None and num_shards < 1:
+        raise InputError(f"--num-shards must be at least 1, got {num_shards}")
+    if rows_per_shard is not None and rows_per_shard < 1:
+        raise InputError(f"--rows-per-shard must be at least 1, got {rows_per_shard}")
+    if shard_size is not None:
+        parse_size(shard_size, what="--shard-size")
+    if seed is not None and not shuffle:
+        raise InputError("--seed only applies with --shuffle")
+    return given[0]
 
 
 def layout(
