@@ -50,6 +50,8 @@ bench: install
 	$(BIN)/python benchmarks/verify.py
 	$(BIN)/python benchmarks/read.py
 	$(BIN)/python benchmarks/bench_overhead.py
+	$(BIN)/python benchmarks/rewrite.py --sizes 0.5,1.0
+	$(BIN)/python benchmarks/cutover.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -7,17 +7,20 @@ import posixpath
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dsm.commands._common import resolve
 from dsm.contract import Contract, Shard
 from dsm.digest import RowDigest
-from dsm.engine import NullProgress, Progress, map_units
+from dsm.engine import NullProgress, Progress, default_workers, map_units
 from dsm.errors import InputError
 from dsm.object_store import RequestStats, request_stats
 from dsm.registry import Registry
-from dsm.storage import location
+from dsm.storage import Location, location
 from dsm.validators.physical import check_physical
+
+if TYPE_CHECKING:
+    from dsm.validators.rows import RowCheck
 
 __all__ = ["STATUSES", "ShardReport", "VerifyReport", "verify"]
 
@@ -119,8 +122,6 @@ def verify(
     stats = request_stats(loc)
     before = stats.snapshot() if stats is not None else None
     listed = {f.path: f.size for f in loc.list_files()}
-    # Arrow and the format layer load only for --deep: a bytes-only verify starts in a fraction of the time.
-    fmt, arrow_schema, check_rows = _row_checker(contract) if deep else (None, None, None)
     progress = progress or NullProgress()
     progress.start(
         total_bytes=contract.total_bytes * (2 if deep else 1),
@@ -128,28 +129,29 @@ def verify(
         description=f"verify {contract.ref}",
     )
 
-    def unit(shard: Shard) -> tuple[ShardReport, RowDigest | None]:
+    def physical_unit(shard: Shard) -> ShardReport:
         physical = check_physical(
             loc, shard, actual_size=listed.get(shard.path), on_bytes=progress.advance, fast=fast
         )
-        if physical.status != "ok" or check_rows is None:
-            report = ShardReport(
-                path=shard.path,
-                status=physical.status,
-                detail=physical.detail,
-                verified_by=physical.verified_by,
-            )
-            return report, None
-        rows = check_rows(loc, shard, fmt, arrow_schema)
-        progress.advance(shard.bytes)
         return ShardReport(
-            path=shard.path, status=rows.status, detail=rows.detail, verified_by="bytes+rows"
-        ), (rows.digest)
+            path=shard.path, status=physical.status, detail=physical.detail, verified_by=physical.verified_by
+        )
 
     try:
-        results = map_units(unit, contract.shards, workers=workers or loc.io_workers)
+        physical = map_units(physical_unit, contract.shards, workers=workers or loc.io_workers)
+        digests: list[RowDigest | None] = [None] * len(physical)
+        if deep:
+            to_decode = [i for i, r in enumerate(physical) if r.status == "ok"]
+            for i, rows in zip(
+                to_decode, _check_rows_of(contract, loc, to_decode, workers, progress), strict=True
+            ):
+                physical[i] = ShardReport(
+                    path=rows.path, status=rows.status, detail=rows.detail, verified_by="bytes+rows"
+                )
+                digests[i] = rows.digest
     finally:
         progress.finish()
+    results = list(zip(physical, digests, strict=True))
     reports = [r for r, _ in results]
     reports += [
         ShardReport(
@@ -190,11 +192,52 @@ def _storage_notes(
     return notes
 
 
-def _row_checker(contract: Contract) -> tuple[Any, Any, Any]:
+def _check_rows_of(
+    contract: Contract, loc: Location, indices: list[int], workers: int | None, progress: Progress
+) -> list[RowCheck]:
+    """Decode the shards at ``indices`` and check their rows, in shard order.
+
+    Hashing string values holds the GIL, so threads barely overlap on it: on local disk the shards are
+    checked in forked worker processes instead (each re-opens its shard by path); elsewhere in threads
+    (an in-process ``memory://`` store is not visible to another process).
+    """
+    # Arrow and the format layer load only here: a bytes-only verify starts in a fraction of the time.
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    options = dict(loc.options)
+    jobs = [
+        _RowJob(url=contract.location, options=options, shard=contract.shards[i], contract=contract)
+        for i in indices
+    ]
+    count = min(workers or default_workers(), len(jobs))
+    if not loc.is_local or count < 2:
+        checks = map_units(_check_job, jobs, workers=workers or loc.io_workers)
+        for job in jobs:
+            progress.advance(job.shard.bytes)
+        return checks
+    with ProcessPoolExecutor(max_workers=count, mp_context=multiprocessing.get_context("fork")) as pool:
+        checks = []
+        for job, check in zip(jobs, pool.map(_check_job, jobs), strict=True):
+            progress.advance(job.shard.bytes)
+            checks.append(check)
+    return checks
+
+
+@dataclass(frozen=True, kw_only=True)
+class _RowJob:
+    url: str
+    options: Mapping[str, Any]
+    shard: Shard
+    contract: Contract
+
+
+def _check_job(job: _RowJob) -> RowCheck:
     from dsm.formats import get_format
     from dsm.validators.rows import check_rows
 
-    return get_format(contract.format), contract.schema.to_arrow(), check_rows
+    loc = location(job.url, job.options)
+    return check_rows(loc, job.shard, get_format(job.contract.format), job.contract.schema.to_arrow())
 
 
 def _dataset_fingerprint(
