@@ -123,16 +123,16 @@ def checksums_digest(contract: Contract) -> str:
 
 def rewrite_format(spec: Mapping[str, Any], source: Contract) -> Any:
     """The target format instance exactly as the rewrite will build it (its options included)."""
-    from dsm.commands.rewrite import _target_format, _write_options
+    from dsm.commands.rewrite import target_format, write_options
 
     rewrite = spec["rewrite"]
-    options = _write_options(
+    options = write_options(
         rewrite.get("compression"),
         rewrite.get("compression_level"),
         rewrite.get("row_group_size"),
         rewrite.get("format_options"),
     )
-    return _target_format(source, str(spec["format"]), options)
+    return target_format(source, str(spec["format"]), options)
 
 
 # ------------------------------------------------------------------------------------------------- plan
@@ -192,7 +192,7 @@ class CutoverPlan:
 
 def _layout(spec: Mapping[str, Any], source: Contract, out_fmt: Any, storage_options: Any) -> Any:
     """The rewrite's own plan of the target files (deterministic, from the contract and the options)."""
-    from dsm.commands.rewrite import _estimate_rows_per_shard
+    from dsm.commands.rewrite import estimate_rows_per_shard
     from dsm.formats import Format
     from dsm.rewrite.execute import source_format
     from dsm.rewrite.plan import parse_size, plan_rewrite
@@ -202,7 +202,7 @@ def _layout(spec: Mapping[str, Any], source: Contract, out_fmt: Any, storage_opt
     src_fmt = source_format(source)
     if rewrite.get("shard_size") is not None:
         src_loc = location(source.location, storage_options)
-        rows_per_shard = _estimate_rows_per_shard(
+        rows_per_shard = estimate_rows_per_shard(
             source, src_loc, src_fmt, out_fmt, source.schema.to_arrow(), parse_size(rewrite["shard_size"])
         )
     return plan_rewrite(

@@ -162,10 +162,10 @@ def _rewrite_arguments(
     row_group_size: int | None,
     format_options: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
-    from dsm.commands.rewrite import _write_options
+    from dsm.commands.rewrite import write_options
     from dsm.rewrite.plan import check_layout
 
-    _write_options(compression, compression_level, row_group_size, format_options)  # same refusals, now
+    write_options(compression, compression_level, row_group_size, format_options)  # same refusals, now
     common = {
         "compression": compression,
         "compression_level": compression_level,
@@ -193,9 +193,9 @@ def _rewrite_arguments(
 
 
 def _overlap(a: str, b: str, storage_options: Mapping[str, Any] | None) -> bool:
-    from dsm.commands.rewrite import _overlaps
+    from dsm.commands.rewrite import locations_overlap
 
-    return bool(_overlaps(location(a, storage_options), location(b, storage_options)))
+    return bool(locations_overlap(location(a, storage_options), location(b, storage_options)))
 
 
 def _build_spec(

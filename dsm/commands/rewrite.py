@@ -45,7 +45,17 @@ from dsm.shards import DescribedShard, contract_location, dataset_fingerprint
 from dsm.storage import Location, location, redact
 from dsm.validators import check_physical
 
-__all__ = ["PROOF_READ_BACK", "PROOF_WRITTEN", "RewriteResult", "convert_format", "reshard"]
+__all__ = [
+    "PROOF_READ_BACK",
+    "PROOF_WRITTEN",
+    "RewriteResult",
+    "convert_format",
+    "estimate_rows_per_shard",
+    "locations_overlap",
+    "reshard",
+    "target_format",
+    "write_options",
+]
 
 PROOF_WRITTEN = "written-batches"
 """Default proof: a file's checksum from its bytes as written, its rows' digest from the batches written."""
@@ -103,12 +113,14 @@ class RewriteResult:
         }
 
 
-def _write_options(
+def write_options(
     compression: str | None,
     compression_level: int | None,
     row_group_size: int | None,
     format_options: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
+    """The writer options the CLI flags and ``--format-option`` pairs give together; a key given twice
+    with different values is refused."""
     options = dict(format_options or {})
     for key, value in (
         ("compression", compression),
@@ -124,7 +136,7 @@ def _write_options(
     return options
 
 
-def _target_format(source: Contract, to: str, options: Mapping[str, Any]) -> Format:
+def target_format(source: Contract, to: str, options: Mapping[str, Any]) -> Format:
     """The writer's format: the source's options when the format stays, overlaid with the given ones.
 
     A format with row groups gets groups of about ``ROW_GROUP_BYTES`` decoded bytes unless the row group
@@ -139,7 +151,8 @@ def _target_format(source: Contract, to: str, options: Mapping[str, Any]) -> For
     return fmt
 
 
-def _overlaps(a: Location, b: Location) -> bool:
+def locations_overlap(a: Location, b: Location) -> bool:
+    """Whether one location contains the other (a rewrite must never write into its own source)."""
     if a.protocol != b.protocol:
         return False
     x, y = a.root.rstrip("/") + "/", b.root.rstrip("/") + "/"
@@ -161,7 +174,7 @@ class _CountingSink:
         pass
 
 
-def _estimate_rows_per_shard(
+def estimate_rows_per_shard(
     source: Contract, loc: Location, src_fmt: Format, out_fmt: Format, schema: pa.Schema, target: int
 ) -> int:
     """Rows per output file so that files come out near ``target`` bytes in the target format.
@@ -298,7 +311,7 @@ def _rewrite(
     to = to or source.format
     parameters["to"] = to
     src_fmt = source_format(source)
-    out_fmt = _target_format(source, to, options)
+    out_fmt = target_format(source, to, options)
     schema = source.schema.to_arrow()
     problems = out_fmt.unsupported(schema)
     if problems:
@@ -312,14 +325,14 @@ def _rewrite(
         )
     src_loc = location(source.location, storage_options)
     dest_loc = location(dest, storage_options)
-    if _overlaps(src_loc, dest_loc):
+    if locations_overlap(src_loc, dest_loc):
         raise InputError(
             f"destination {redact(dest)} overlaps the location of {source.ref} ({redact(source.location)}); "
             "write to a folder of its own"
         )
     if shard_size is not None:
         target = parse_size(shard_size, what="--shard-size")
-        rows_per_shard = _estimate_rows_per_shard(source, src_loc, src_fmt, out_fmt, schema, target)
+        rows_per_shard = estimate_rows_per_shard(source, src_loc, src_fmt, out_fmt, schema, target)
         parameters["planned_rows_per_shard"] = rows_per_shard
     parameters["format_options"] = out_fmt.options()
     plan = plan_rewrite(
@@ -526,7 +539,7 @@ def convert_format(
 
     >>> convert_format("logs@2", "data/logs-parquet/", to="parquet", compression="zstd")  # doctest: +SKIP
     """
-    options = _write_options(compression, compression_level, row_group_size, format_options)
+    options = write_options(compression, compression_level, row_group_size, format_options)
     parameters: dict[str, Any] = {"to": to}
     return _rewrite(
         ref,
@@ -592,7 +605,7 @@ def reshard(
     )
     if shuffle and seed is None:
         seed = 0
-    options = _write_options(compression, compression_level, row_group_size, format_options)
+    options = write_options(compression, compression_level, row_group_size, format_options)
     parameters: dict[str, Any] = {
         chosen: {"num_shards": num_shards, "shard_size": shard_size, "rows_per_shard": rows_per_shard}[chosen]
     }
