@@ -42,8 +42,9 @@ from dsm.order import (
     remaining_ranges,
     split_ranges,
 )
+from dsm.reader import open_shard as reader_open_shard
 from dsm.registry import Registry
-from dsm.storage import Location, location, redact, storage_errors
+from dsm.storage import Location, location, redact
 
 __all__ = [
     "LOADER_STATE_FORMAT",
@@ -346,13 +347,7 @@ class Dataset:
                 f"shard {redact(loc.url_of(shard.path))}: {size} bytes, the contract records {shard.bytes}: "
                 "the file changed after registration; run `dsm verify` and restore it or re-register"
             )
-        if loc.is_local:
-            with storage_errors(loc.url_of(shard.path)):
-                native = pa.OSFile(loc.path(shard.path), "rb")
-            with native:
-                yield native  # type: ignore[misc]
-            return
-        with loc.open(shard.path) as handle:
+        with reader_open_shard(loc, shard.path) as handle:
             yield handle
 
     def prefetch(self, indexes: Sequence[int]) -> None:
