@@ -2,6 +2,7 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+TORCH_CPU ?= torch==2.13.0+cpu
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
 .PHONY: demo test lint typecheck unit install bench clean
@@ -9,6 +10,8 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	# The CPU build of torch where this machine has one (the CUDA build is several GB; no test uses a GPU).
+	$(BIN)/python -m pip install --quiet --only-binary :all: '$(TORCH_CPU)' || true
 	$(BIN)/python -m pip install --quiet -e '.[test,s3,azure,torch]'
 	rm -f $(VENV)/.installed-*
 	touch $@
