@@ -17,9 +17,10 @@ from typer.testing import CliRunner
 
 import dsm
 import dsm.commands.rewrite as rewrite_commands
+from dsm._testing import KILL_ENV
 from dsm.cli.app import app
 from dsm.errors import InputError
-from dsm.rewrite.journal import CRASH_ENV, JOURNAL_DIR
+from dsm.rewrite.journal import JOURNAL_DIR
 from tests.conftest import write_parquet_shards
 
 runner = CliRunner()
@@ -181,9 +182,9 @@ def test_help_has_examples() -> None:
 
 
 def _dsm(args: list[str], registry: str, crash_after: int | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != CRASH_ENV}
+    env = {k: v for k, v in os.environ.items() if k != KILL_ENV}
     if crash_after is not None:
-        env[CRASH_ENV] = str(crash_after)
+        env[KILL_ENV] = f"units:{crash_after}"
     return subprocess.run(
         [sys.executable, "-m", "dsm", *args, "--registry", registry, "--json"],
         env=env,

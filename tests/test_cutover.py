@@ -21,9 +21,9 @@ from dsm.commands.cutover import (
     run_cutover,
     start_cutover,
 )
-from dsm.cutover.journal import Owner
-from dsm.cutover.lease import Lease
-from dsm.cutover.sample import compare_sample
+from dsm.commands.cutover.journal import Owner
+from dsm.commands.cutover.lease import Lease
+from dsm.commands.cutover.shadow import compare_sample
 from dsm.errors import CheckFailed, ConflictError, InputError
 from dsm.registry import Registry
 from dsm.storage import location

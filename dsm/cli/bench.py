@@ -165,7 +165,7 @@ def _plural(workers: int) -> str:
 
 
 def _dur(value: float | None) -> str:
-    from dsm.commands._bench_html import format_seconds
+    from dsm.benchmark.html import format_seconds
 
     return format_seconds(value).replace(" ", "")
 
@@ -282,6 +282,6 @@ def _render(report: bench_lib.BenchReport) -> None:
 
 
 def _label(metric: str) -> str:
-    from dsm.commands._bench_html import figure_label
+    from dsm.benchmark.html import figure_label
 
     return figure_label(metric)

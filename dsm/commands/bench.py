@@ -2,7 +2,7 @@
 
 A run starts ``workers`` reader threads on one dataset and records every request: in ``bytes`` mode a block
 read from the shard's file object, in ``decode`` mode one record batch from the format layer
-(:func:`dsm.reader.iter_open_shard`). From the requests of a run come bytes/s, rows/s, files/s, latency and
+(:func:`dsm.shards.iter_open_shard`). From the requests of a run come bytes/s, rows/s, files/s, latency and
 time-to-first-byte percentiles, errors and retries, and when the first and the last worker ran out of work.
 A sweep over several worker counts finds the knee; ``compare`` runs a second dataset in the same session,
 interleaved with the first, and gates turn the figures into a verdict. See docs/bench.md for the definitions.
@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from dsm.commands._bench_results import (
+from dsm.benchmark.results import (
     BenchReport,
     ComparisonRow,
     DatasetBench,
@@ -46,7 +46,7 @@ from dsm.commands._bench_results import (
     measure_run,
     worker_result,
 )
-from dsm.commands._bench_runner import (
+from dsm.benchmark.runner import (
     CacheDrop,
     ErrorRecord,
     RunSpec,
@@ -56,12 +56,11 @@ from dsm.commands._bench_runner import (
     prime_decoder,
     process_read_bytes,
 )
-from dsm.commands._common import resolve
 from dsm.contract import Contract
 from dsm.engine import NullProgress, Progress
 from dsm.errors import InputError
 from dsm.formats import get_format
-from dsm.registry import Registry
+from dsm.registry import Registry, resolve
 from dsm.storage import Location, location, redact
 from dsm.units import parse_rate, parse_size
 
@@ -697,7 +696,7 @@ def write_raw(report: BenchReport, path: str, *, storage_options: Mapping[str, A
 
 def write_html(report: BenchReport, path: str, *, storage_options: Mapping[str, Any] | None = None) -> None:
     """Write the self-contained HTML report (inline SVG plots, no network needed) to ``path``, atomically."""
-    from dsm.commands._bench_html import render_html
+    from dsm.benchmark.html import render_html
 
     _check_output(path, _HTML_EXTENSIONS, "output")
     _write(path, render_html(report).encode("utf-8"), storage_options)

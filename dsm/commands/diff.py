@@ -27,9 +27,8 @@ from typing import Any
 import pyarrow as pa
 
 from dsm.arrow_types import parse_type
-from dsm.commands._common import open_registry
 from dsm.contract import Contract, Field, Schema
-from dsm.registry import Registry
+from dsm.registry import Registry, open_registry
 
 __all__ = ["VERDICTS", "ContractDiff", "FieldChange", "FieldRow", "PropertyRow", "compare_schemas", "diff"]
 

@@ -21,13 +21,14 @@ from typing import Any
 
 import pyarrow as pa
 
-from dsm.commands._common import now_utc, open_registry, tool_name
+from dsm._version import tool_name
 from dsm.contract import Contract, Lineage, Shard
 from dsm.engine import NullProgress, Progress, map_units
 from dsm.errors import CheckFailed, DatasetNotFound, InputError, SchemaError
-from dsm.fingerprint import ALGORITHM
 from dsm.formats import Format, get_format
-from dsm.registry import Registry, parse_reference
+from dsm.hashing.fingerprint import ALGORITHM
+from dsm.hashing.permutation import SHUFFLE_ALGORITHM, Permutation
+from dsm.registry import Registry, open_registry, parse_reference
 from dsm.rewrite.execute import (
     RewriteContext,
     bucket_pieces,
@@ -39,10 +40,10 @@ from dsm.rewrite.execute import (
     source_format,
 )
 from dsm.rewrite.journal import Journal, is_journal_path, remove_temporaries
-from dsm.rewrite.permutation import SHUFFLE_ALGORITHM, Permutation
 from dsm.rewrite.plan import RewritePlan, SourceRange, check_layout, parse_size, plan_rewrite, row_group_rows
 from dsm.shards import DescribedShard, contract_location, dataset_fingerprint
 from dsm.storage import Location, location, redact
+from dsm.units import utc_now_text
 from dsm.validators import check_physical
 
 __all__ = [
@@ -415,7 +416,7 @@ def _rewrite(
                 operation=operation,
                 parameters=parameters,
                 tool=tool_name(),
-                created=now_utc(),
+                created=utc_now_text(),
             ),
             metadata={"rewrite_plan": plan.key},
         )

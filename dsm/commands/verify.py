@@ -9,14 +9,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dsm.commands._common import resolve
 from dsm.contract import Contract, Shard
-from dsm.digest import RowDigest
 from dsm.engine import NullProgress, Progress, default_workers, map_units
 from dsm.errors import InputError
-from dsm.object_store import RequestStats, request_stats
-from dsm.registry import Registry
+from dsm.hashing.rowdigest import RowDigest
+from dsm.registry import Registry, resolve
 from dsm.storage import Location, location
+from dsm.storage.stores import RequestStats, request_stats
 from dsm.validators.physical import check_physical
 
 if TYPE_CHECKING:

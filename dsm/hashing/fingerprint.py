@@ -28,8 +28,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
-from dsm.digest import ALGORITHM, G1, G2, P, RowDigest
 from dsm.errors import SchemaError
+from dsm.hashing.rowdigest import ALGORITHM, G1, G2, P, RowDigest
 
 __all__ = ["ALGORITHM", "RowDigest", "digest_batch", "digest_batches", "hash_rows", "hash_values"]
 

@@ -1,7 +1,11 @@
-"""A seeded pseudo-random permutation of ``[0, n)`` computed per element, without materialising it.
+"""The two pinned seeded permutations of ``[0, n)``, side by side.
 
-``dsm-feistel-v1``: a balanced Feistel network of 6 rounds on ``2k``-bit integers (the smallest even bit
-width that holds ``n - 1``), whose round function is the MurmurHash3 64-bit finaliser of the right half
+**The read order's** :func:`keyed_permutation` (``dsm.open``'s shuffle, docs/reading.md): indices sorted
+by the SplitMix64 finaliser of ``key + i``, where ``key`` chains the SplitMix64 mix of integers.
+
+**The rewrite's** :class:`Permutation`, ``dsm-feistel-v1``, computed per element without materialising
+it: a balanced Feistel network of 6 rounds on ``2k``-bit integers (the smallest even bit width that holds
+``n - 1``), whose round function is the MurmurHash3 64-bit finaliser of the right half
 XOR a round key; round keys are ``xxh3_64("dsm-feistel-v1:<seed>:<round>")``. A Feistel network is a
 bijection on ``[0, 2**2k)``; *cycle walking* (apply it again while the result is ``>= n``) restricts it to
 a bijection on ``[0, n)``. Everything is vectorised with NumPy; the same ``n`` and seed give the same
@@ -19,7 +23,7 @@ from collections.abc import Iterable
 import numpy as np
 import xxhash
 
-__all__ = ["SHUFFLE_ALGORITHM", "Permutation"]
+__all__ = ["SHUFFLE_ALGORITHM", "Permutation", "keyed_permutation"]
 
 SHUFFLE_ALGORITHM = "dsm-feistel-v1"
 _ROUNDS = 6
@@ -66,3 +70,48 @@ class Permutation:
             x[outside] = self._network(x[outside])
             outside = outside[x[outside] >= _U64(self.n)]
         return x
+
+
+# --- the read order's keyed permutation (SplitMix64) -----------------------------------------------
+
+_MASK = (1 << 64) - 1
+_GAMMA = 0x9E3779B97F4A7C15
+
+
+def _splitmix(value: int) -> int:
+    """SplitMix64's finaliser of ``value + gamma`` on Python ints (a bijection of 64-bit integers)."""
+    z = (value + _GAMMA) & _MASK
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+    return z ^ (z >> 31)
+
+
+def _splitmix_array(values: np.ndarray) -> np.ndarray:
+    """``_splitmix`` over a uint64 array (wrapping arithmetic)."""
+    with np.errstate(over="ignore"):
+        z = values + np.uint64(_GAMMA)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))  # type: ignore[no-any-return]
+
+
+def _key(*parts: int) -> int:
+    """One 64-bit key from integers (each taken modulo 2**64), by chained mixing."""
+    key = 0
+    for part in parts:
+        key = _splitmix(key ^ (part & _MASK))
+    return key
+
+
+def keyed_permutation(n: int, *key: int) -> np.ndarray:
+    """A permutation of ``range(n)`` fixed by ``key``: indices sorted by ``mix(key + i)``.
+
+    >>> keyed_permutation(5, 7, 0).tolist() == keyed_permutation(5, 7, 0).tolist()
+    True
+    >>> sorted(keyed_permutation(5, 7, 0).tolist())
+    [0, 1, 2, 3, 4]
+    """
+    base = np.uint64(_key(*key))
+    with np.errstate(over="ignore"):
+        sort_keys = _splitmix_array(np.arange(n, dtype=np.uint64) + base)
+    return np.argsort(sort_keys, kind="stable").astype(np.int64)

@@ -1,8 +1,8 @@
 """Row digests of ``dsm-rows-v1`` as plain integers: combining shards needs no NumPy.
 
 ``RowDigest`` holds the two unordered sums and the two polynomial hashes of a sequence of rows (see
-docs/fingerprint.md); ``a + b`` is the digest of a's rows followed by b's. ``dsm.fingerprint.digest_batch``
-computes one from Arrow data.
+docs/fingerprint.md); ``a + b`` is the digest of a's rows followed by b's.
+``dsm.hashing.fingerprint.digest_batch`` computes one from Arrow data.
 
 >>> a = RowDigest(rows=1, u1=1, u2=2, o1=3, o2=4)
 >>> (a + RowDigest.empty()) == a

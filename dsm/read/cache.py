@@ -40,9 +40,9 @@ from typing import IO, Any
 
 import xxhash
 
-from dsm.checksum import READ_BLOCK, algorithm_of, known_algorithms, new_hasher
 from dsm.contract import Shard
 from dsm.errors import CheckFailed, InputError, StorageError
+from dsm.hashing.checksum import READ_BLOCK, algorithm_of, known_algorithms, new_hasher
 from dsm.storage import TEMP_MARKER, Location, redact
 
 __all__ = ["CacheStats", "ShardCache"]

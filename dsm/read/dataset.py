@@ -1,6 +1,6 @@
 """The read platform: ``dsm.open(REF)`` and iterators with exact, cheap checkpoint and restart.
 
-An iterator's order is a pure function of the contract and its arguments (see :mod:`dsm.order` and
+An iterator's order is a pure function of the contract and its arguments (see :mod:`dsm.read.order` and
 docs/reading.md). Its state (``state_dict()``) is a small JSON-serialisable dict: the dataset's identity, the
 arguments that define the order, this iterator's share of the epoch and a cursor counted in rows. Loading it
 into a fresh iterator continues with exactly the rows the first would have yielded next, after a seek (a
@@ -17,34 +17,35 @@ Parquet row group from the footer, a JSONL byte offset recorded in the state), n
 from __future__ import annotations
 
 import contextlib
-import itertools
-import json
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
 import pyarrow as pa
-import xxhash
 
-from dsm.cache import CacheStats, ShardCache
 from dsm.contract import Contract, Shard
 from dsm.errors import CheckFailed, DatasetNotFound, FormatError, InputError, SchemaError, StateError
 from dsm.formats import Format, get_format
 from dsm.formats._common import describe_exception
 from dsm.formats.base import SeekPoint
-from dsm.order import (
-    DEFAULT_BLOCK_ROWS,
-    EpochOrder,
-    Range,
-    Segment,
-    range_rows,
-    rank_ranges,
-    remaining_ranges,
-    split_ranges,
+from dsm.read.cache import CacheStats, ShardCache
+from dsm.read.order import DEFAULT_BLOCK_ROWS, Range, Segment, range_rows, rank_ranges
+from dsm.read.state import (
+    LOADER_STATE_FORMAT,
+    STATE_FORMAT,
+    IteratorState,
+    ReadOrder,
+    SkippedRows,
+    check_dataset,
+    dataset_identity,
+    merge_states,
+    mismatch,
 )
-from dsm.reader import open_shard as reader_open_shard
-from dsm.registry import Registry
+from dsm.registry import Registry, resolve
+from dsm.shards import open_shard as reader_open_shard
 from dsm.storage import Location, location, redact
+from dsm.units import parse_size
 
 __all__ = [
     "LOADER_STATE_FORMAT",
@@ -58,15 +59,6 @@ __all__ = [
     "open",
 ]
 
-STATE_FORMAT = "dsm-iterator-state/1"
-"""The ``format`` value of every iterator state; a state of another format is refused."""
-
-LOADER_STATE_FORMAT = "dsm-loader-state/1"
-"""The ``format`` of a DataLoader's state (``dsm.torch``): one iterator state per worker of one rank."""
-
-ORDER_ARGUMENTS = ("shuffle", "seed", "epoch", "block_rows", "rank", "world_size", "drop_last")
-"""The iterator arguments that define which rows it yields and in what order (``batch_size`` only cuts)."""
-
 _ON_ERROR = ("raise", "skip")
 _SKIPPABLE = (FormatError, SchemaError, CheckFailed, DatasetNotFound)
 _DECODE_ERRORS = (pa.ArrowException, ValueError, UnicodeDecodeError, EOFError)
@@ -76,54 +68,6 @@ READ_BATCH_BYTES = 16 << 20
 """Stored bytes a shard is decoded in at once (at most 65,536 rows, at least one batch): large enough that
 batches are zero-copy slices of what the format decodes, small enough to bound memory for large rows."""
 _MAX_READ_ROWS = 65_536
-
-
-def dataset_identity(contract: Contract) -> str:
-    """The identity a state is tied to: a digest of the shards (paths, sizes, rows, checksums) and of the
-    dataset's ordered row fingerprint. A new version with the same shards has the same identity; a moved
-    copy (another location) too."""
-    payload = {
-        "shards": [[s.path, s.bytes, s.rows, s.checksum, s.ordered_fingerprint] for s in contract.shards],
-        "fingerprint": contract.fingerprint.ordered if contract.fingerprint else None,
-        "format": contract.format,
-    }
-    text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
-    return f"xxh3-128:{xxhash.xxh3_128_hexdigest(text.encode('utf-8'))}"
-
-
-@dataclass(frozen=True, kw_only=True)
-class SkippedRows:
-    """Rows an iterator with ``on_error="skip"`` did not yield: epoch positions ``[start, stop)``, all in
-    ``shard`` from its within-shard row ``row``, and why."""
-
-    shard: str
-    start: int
-    stop: int
-    row: int
-    error: str
-
-    @property
-    def rows(self) -> int:
-        return self.stop - self.start
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "shard": self.shard,
-            "start": self.start,
-            "stop": self.stop,
-            "row": self.row,
-            "error": self.error,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> SkippedRows:
-        return cls(
-            shard=str(data["shard"]),
-            start=int(data["start"]),
-            stop=int(data["stop"]),
-            row=int(data["row"]),
-            error=str(data["error"]),
-        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -176,8 +120,6 @@ def open(
     >>> ds.num_rows, ds.schema.names  # doctest: +SKIP
     (4000000, ['id', 'text'])
     """
-    from dsm.commands._common import resolve
-
     if cache_limit is not None and cache_dir is None:
         raise InputError("cache_limit needs cache_dir: give the folder the cache lives in")
     contract = resolve(ref, registry, storage_options)
@@ -185,8 +127,6 @@ def open(
     if cache_dir is not None:
         limit = None
         if cache_limit is not None:
-            from dsm.commands.bench import parse_size
-
             limit = parse_size(cache_limit, what="cache_limit")
         cache = ShardCache(cache_dir, limit=limit)
     return Dataset(contract, columns=columns, cache=cache, storage_options=storage_options)
@@ -210,7 +150,9 @@ class Dataset:
                 "re-register the dataset so that every shard records its rows"
             )
         self.contract = contract
-        self.fingerprint = dataset_identity(contract)
+        self.identity = dataset_identity(contract)
+        """What an iterator state is tied to (:func:`dsm.read.state.dataset_identity`); not the row
+        fingerprint of the contract."""
         self._storage_options = dict(storage_options or {})
         self._location: Location | None = None
         self.format: Format = get_format(contract.format, **dict(contract.format_options))
@@ -242,6 +184,17 @@ class Dataset:
     @property
     def ref(self) -> str:
         return self.contract.ref
+
+    @property
+    def fingerprint(self) -> str:
+        """Deprecated name of :attr:`identity` (it is not the contract's row fingerprint)."""
+        warnings.warn(
+            "Dataset.fingerprint is renamed Dataset.identity (it is the identity a state is tied to, not the "
+            "row fingerprint); the old name works until dsm 0.3",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.identity
 
     @property
     def num_rows(self) -> int:
@@ -284,33 +237,24 @@ class Dataset:
         ``seed`` and ``epoch`` and rows within blocks of ``block_rows`` rows. ``on_error="skip"`` skips
         the rest of a shard that is corrupt or does not decode, and records it (``report()``, state).
         """
-        return DatasetIterator(
-            self,
-            batch_size=batch_size,
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InputError(f"batch_size must be a whole number of at least 1, got {batch_size!r}")
+        order = ReadOrder(
             shuffle=shuffle,
             seed=seed,
             epoch=epoch,
+            block_rows=block_rows,
             rank=rank,
             world_size=world_size,
             drop_last=drop_last,
-            on_error=on_error,
-            block_rows=block_rows,
         )
+        return DatasetIterator(self, batch_size=batch_size, order=order, on_error=on_error)
 
     def restore(self, state: Mapping[str, Any], *, batch_size: int | None = None) -> DatasetIterator:
         """A fresh iterator made with the arguments recorded in ``state``, with ``state`` loaded."""
-        _check_shape(state)
-        order = state["order"]
-        it = self.iterator(
-            batch_size or int(state["batch_size"]),
-            shuffle=bool(order["shuffle"]),
-            seed=int(order["seed"]),
-            epoch=int(order["epoch"]),
-            rank=int(order["rank"]),
-            world_size=int(order["world_size"]),
-            drop_last=bool(order["drop_last"]),
-            on_error=str(state.get("on_error", "raise")),
-            block_rows=int(order["block_rows"]),
+        saved = IteratorState.from_dict(state)
+        it = DatasetIterator(
+            self, batch_size=batch_size or saved.batch_size, order=saved.order, on_error=saved.on_error
         )
         it.load_state_dict(state)
         return it
@@ -453,39 +397,18 @@ class DatasetIterator:
     """
 
     def __init__(
-        self,
-        dataset: Dataset,
-        *,
-        batch_size: int,
-        shuffle: bool,
-        seed: int,
-        epoch: int,
-        rank: int,
-        world_size: int,
-        drop_last: bool,
-        on_error: str,
-        block_rows: int,
+        self, dataset: Dataset, *, batch_size: int, order: ReadOrder, on_error: str = "raise"
     ) -> None:
-        _check_arguments(batch_size, seed, epoch, rank, world_size, on_error, block_rows)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InputError(f"batch_size must be a whole number of at least 1, got {batch_size!r}")
+        if on_error not in _ON_ERROR:
+            raise InputError(f"on_error must be one of {', '.join(_ON_ERROR)}, got {on_error!r}")
         self.dataset = dataset
         self.batch_size = int(batch_size)
         self.on_error = on_error
-        self.order_arguments: dict[str, Any] = {
-            "shuffle": bool(shuffle),
-            "seed": int(seed),
-            "epoch": int(epoch),
-            "block_rows": int(block_rows),
-            "rank": int(rank),
-            "world_size": int(world_size),
-            "drop_last": bool(drop_last),
-        }
-        self.order = EpochOrder(
-            shard_rows=tuple(int(s.rows or 0) for s in dataset.shards),
-            shuffle=bool(shuffle),
-            seed=int(seed),
-            epoch=int(epoch),
-            block_rows=int(block_rows),
-        )
+        self.read_order = order
+        self.order = order.epoch_order([int(s.rows or 0) for s in dataset.shards])
+        rank, world_size, drop_last = order.rank, order.world_size, order.drop_last
         self._assignment: list[Range] = rank_ranges(self.order.total, rank, world_size, drop_last=drop_last)
         per_row = max(sum(s.bytes for s in dataset.shards) / max(self.order.total, 1), 1.0)
         self._read_rows = max(self.batch_size, min(int(READ_BATCH_BYTES / per_row), _MAX_READ_ROWS))
@@ -507,11 +430,16 @@ class DatasetIterator:
         self._batches_yielded = 0
 
     def __repr__(self) -> str:
-        a = self.order_arguments
+        a = self.read_order
         return (
-            f"DatasetIterator({self.dataset.ref!r}, batch_size={self.batch_size}, epoch={a['epoch']}, "
-            f"rank={a['rank']}/{a['world_size']}, cursor={self._cursor}/{self.rows_assigned})"
+            f"DatasetIterator({self.dataset.ref!r}, batch_size={self.batch_size}, epoch={a.epoch}, "
+            f"rank={a.rank}/{a.world_size}, cursor={self._cursor}/{self.rows_assigned})"
         )
+
+    @property
+    def order_arguments(self) -> dict[str, Any]:
+        """The order's arguments as a state records them (``read_order.to_dict()``)."""
+        return self.read_order.to_dict()
 
     # ----------------------------------------------------------------------------------------- public
 
@@ -573,22 +501,21 @@ class DatasetIterator:
             point = _best_point([*self._points.get(shard, []), *self._loaded_points.get(shard, [])], row)
             if point is not None:
                 seeks.append({"shard": self.dataset.shards[shard].path, **point.to_dict()})
-        return {
-            "format": STATE_FORMAT,
-            "dataset": {
+        return IteratorState(
+            dataset={
                 "ref": self.dataset.ref,
-                "fingerprint": self.dataset.fingerprint,
+                "fingerprint": self.dataset.identity,
                 "rows": self.dataset.num_rows,
             },
-            "order": dict(self.order_arguments),
-            "batch_size": self.batch_size,
-            "on_error": self.on_error,
-            "ranges": [[start, stop] for start, stop in self._assignment],
-            "cursor": self._cursor,
-            "position": self._position(self._cursor),
-            "seeks": seeks,
-            "skipped": [s.to_dict() for s in self._skipped],
-        }
+            order=self.read_order,
+            batch_size=self.batch_size,
+            on_error=self.on_error,
+            ranges=tuple(self._assignment),
+            cursor=self._cursor,
+            position=self._position(self._cursor),
+            seeks=tuple(seeks),
+            skipped=tuple(self._skipped),
+        ).to_dict()
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue from ``state``: the next batch is the one the saving iterator would have yielded next.
@@ -601,22 +528,19 @@ class DatasetIterator:
                 "load_state_dict must come before the first batch: this iterator has started; make a new "
                 "one with dataset.iterator(...) and load the state into it"
             )
-        _check_shape(state)
-        _check_dataset(state, self.dataset)
-        order = state["order"]
-        for name in ORDER_ARGUMENTS:
-            if order[name] != self.order_arguments[name]:
-                raise StateError(_mismatch(name, order, self.order_arguments))
-        ranges = _check_ranges(state["ranges"], self.order.total)
-        cursor = int(state["cursor"])
-        if not 0 <= cursor <= range_rows(ranges):
-            raise StateError(f"state cursor {cursor} is outside its ranges ({range_rows(ranges)} rows)")
-        self._assignment = ranges
-        self._cursor = cursor
-        self._skipped = [SkippedRows.from_dict(s) for s in state.get("skipped", [])]
+        saved = IteratorState.from_dict(state)
+        check_dataset(saved.dataset, self.dataset.ref, self.dataset.identity)
+        current = self.read_order.to_dict()
+        for name, value in saved.order.to_dict().items():
+            if value != current[name]:
+                raise StateError(mismatch(name, saved.order.to_dict(), current))
+        saved.check_ranges(self.order.total)
+        self._assignment = list(saved.ranges)
+        self._cursor = saved.cursor
+        self._skipped = list(saved.skipped)
         self._loaded_points = {}
         paths = {s.path: i for i, s in enumerate(self.dataset.shards)}
-        for seek in state.get("seeks", []):
+        for seek in saved.seeks:
             index = paths.get(str(seek.get("shard")))
             if index is not None:
                 self._loaded_points.setdefault(index, []).append(SeekPoint.from_dict(seek))
@@ -626,9 +550,9 @@ class DatasetIterator:
         cache = self.dataset.cache
         return ReadReport(
             dataset=self.dataset.ref,
-            epoch=self.order_arguments["epoch"],
-            rank=self.order_arguments["rank"],
-            world_size=self.order_arguments["world_size"],
+            epoch=self.read_order.epoch,
+            rank=self.read_order.rank,
+            world_size=self.read_order.world_size,
             rows=self._rows_yielded,
             batches=self._batches_yielded,
             skipped=tuple(self._skipped),
@@ -680,7 +604,7 @@ class DatasetIterator:
 
     def _limit(self) -> int:
         total = self.rows_assigned
-        if not self.order_arguments["drop_last"]:
+        if not self.read_order.drop_last:
             return total
         return self._cursor + (total - self._cursor) // self.batch_size * self.batch_size
 
@@ -736,7 +660,7 @@ class DatasetIterator:
                 position = segment.start + done
                 if self.on_error != "skip":
                     raise type(exc)(
-                        f"{exc} [epoch position {position}, rank {self.order_arguments['rank']}]"
+                        f"{exc} [epoch position {position}, rank {self.read_order.rank}]"
                     ) from None
                 skipped = SkippedRows(
                     shard=self.dataset.shards[segment.shard].path,
@@ -750,7 +674,7 @@ class DatasetIterator:
                     self._cursor = max(self._cursor, cursor + segment.rows)
                 else:
                     marks.append((cursor + segment.rows, 0))
-        if pieces and not self.order_arguments["drop_last"]:
+        if pieces and not self.read_order.drop_last:
             yield _concat(pieces), marks
         self._cursor = limit  # the share is done (with drop_last, a short tail is left unread)
 
@@ -812,169 +736,3 @@ def _best_point(points: Sequence[SeekPoint], row: int) -> SeekPoint | None:
         if point.row <= row and (best is None or point.row > best.row):
             best = point
     return best
-
-
-def _check_arguments(
-    batch_size: int, seed: int, epoch: int, rank: int, world_size: int, on_error: str, block_rows: int
-) -> None:
-    for name, value in (("batch_size", batch_size), ("world_size", world_size), ("block_rows", block_rows)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InputError(f"{name} must be a whole number of at least 1, got {value!r}")
-    for name, value in (("seed", seed), ("epoch", epoch), ("rank", rank)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise InputError(f"{name} must be a whole number, got {value!r}")
-    if epoch < 0:
-        raise InputError(f"epoch must be at least 0, got {epoch}")
-    if not 0 <= rank < world_size:
-        raise InputError(f"rank must be in 0..{world_size - 1} for world_size {world_size}, got {rank}")
-    if on_error not in _ON_ERROR:
-        raise InputError(f"on_error must be one of {', '.join(_ON_ERROR)}, got {on_error!r}")
-
-
-def _check_shape(state: Any) -> None:
-    if not isinstance(state, Mapping):
-        raise StateError(f"a state is a dict from state_dict(), got {type(state).__name__}")
-    if state.get("format") != STATE_FORMAT:
-        raise StateError(
-            f"not an iterator state of this dsm (format {state.get('format')!r}, expected {STATE_FORMAT!r})"
-        )
-    for key in ("dataset", "order", "ranges", "cursor", "batch_size"):
-        if key not in state:
-            raise StateError(f"iterator state has no {key!r}; pass the dict state_dict() returned, unchanged")
-    missing = [name for name in ORDER_ARGUMENTS if name not in state["order"]]
-    if missing:
-        raise StateError(f"iterator state has no order argument {missing[0]!r}")
-
-
-def _check_dataset(state: Mapping[str, Any], dataset: Dataset) -> None:
-    saved = state["dataset"]
-    if saved.get("fingerprint") != dataset.fingerprint:
-        raise StateError(
-            f"the state was saved reading {saved.get('ref')} and this iterator reads {dataset.ref}, whose "
-            f"shards or rows differ ({saved.get('fingerprint')} vs {dataset.fingerprint}): a state resumes "
-            f"only the dataset version it was saved from; open {saved.get('ref')} to resume it"
-        )
-
-
-def _mismatch(name: str, saved: Mapping[str, Any], current: Mapping[str, Any]) -> str:
-    if name in ("rank", "world_size"):
-        return (
-            f"the state was saved by rank {saved['rank']} of {saved['world_size']}, and this iterator is "
-            f"rank {current['rank']} of {current['world_size']}: load each rank's own state, or re-split the "
-            "ranks' states for another world size with dsm.merge_states(states, world_size=N)"
-        )
-    return (
-        f"the state was saved with {name}={saved[name]!r}, and this iterator has {name}={current[name]!r}: "
-        "the rows that come next depend on it; make the iterator with the state's arguments "
-        "(dataset.restore(state) does)"
-    )
-
-
-def _check_ranges(raw: Any, total: int) -> list[Range]:
-    ranges: list[Range] = []
-    try:
-        for start, stop in raw:
-            ranges.append((int(start), int(stop)))
-    except (TypeError, ValueError):
-        raise StateError("iterator state 'ranges' must be a list of [start, stop] pairs") from None
-    for start, stop in ranges:
-        if not 0 <= start <= stop <= total:
-            raise StateError(f"iterator state range [{start}, {stop}) is outside the epoch (0..{total})")
-    return ranges
-
-
-def _rank_state(state: Mapping[str, Any]) -> Mapping[str, Any]:
-    """An iterator state for the rank a loader state (one state per DataLoader worker) belongs to."""
-    if not isinstance(state, Mapping) or state.get("format") != LOADER_STATE_FORMAT:
-        return state
-    slots = list(state.get("slots") or [])
-    if not slots:
-        raise StateError("loader state has no worker states")
-    for slot in slots:
-        _check_shape(slot)
-    remaining: list[Range] = []
-    for slot in slots:
-        remaining.extend(
-            remaining_ranges(_check_ranges(slot["ranges"], int(slot["dataset"]["rows"])), int(slot["cursor"]))
-        )
-    remaining.sort()
-    return {
-        **slots[0],
-        "ranges": [[start, stop] for start, stop in remaining],
-        "cursor": 0,
-        "seeks": [seek for slot in slots for seek in slot.get("seeks", [])],
-    }
-
-
-def merge_states(states: Sequence[Mapping[str, Any]], world_size: int) -> list[dict[str, Any]]:
-    """Re-split the rest of an epoch, saved as the states of every rank, among ``world_size`` new ranks.
-
-    ``states`` holds one state per rank of the old world (any order): iterator states, or the loader states
-    of ``dsm.torch``. The result holds one state per new
-    rank (index = rank); across them, every row the old ranks had not yet yielded is read exactly once,
-    in contiguous pieces of the remaining positions (with ``drop_last``, equal pieces and the last
-    ``remaining % world_size`` rows are left out). Load result ``k`` into
-    ``dataset.iterator(..., rank=k, world_size=world_size)`` or use ``dataset.restore(result[k])``.
-
-    >>> new = merge_states([it.state_dict() for it in old_iterators], world_size=2)  # doctest: +SKIP
-    """
-    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
-        raise InputError(f"world_size must be a whole number of at least 1, got {world_size!r}")
-    if not states:
-        raise StateError("merge_states needs the states of every rank; got none")
-    states = [_rank_state(state) for state in states]
-    for state in states:
-        _check_shape(state)
-    first = states[0]
-    old_world = int(first["order"]["world_size"])
-    for state in states:
-        if state["dataset"].get("fingerprint") != first["dataset"].get("fingerprint"):
-            raise StateError(
-                f"states of different datasets ({first['dataset'].get('ref')} and "
-                f"{state['dataset'].get('ref')}) cannot be merged"
-            )
-        for name in ORDER_ARGUMENTS:
-            if name != "rank" and state["order"][name] != first["order"][name]:
-                raise StateError(
-                    _mismatch(name, first["order"], state["order"]).replace("this iterator", "another")
-                )
-    ranks = sorted(int(s["order"]["rank"]) for s in states)
-    if ranks != list(range(old_world)):
-        missing = sorted(set(range(old_world)) - set(ranks))
-        twice = sorted({r for r in ranks if ranks.count(r) > 1})
-        problem = f"rank(s) {missing} missing" if missing else f"rank(s) {twice} given twice"
-        raise StateError(
-            f"merge_states needs exactly one state per rank of the old world size {old_world}: {problem}; "
-            "without every rank's state, rows would be skipped or read twice"
-        )
-    remaining: list[Range] = []
-    skipped: list[dict[str, Any]] = []
-    seeks: list[dict[str, Any]] = []
-    for state in states:
-        ranges = _check_ranges(state["ranges"], int(state["dataset"].get("rows", 0)))
-        remaining.extend(remaining_ranges(ranges, int(state["cursor"])))
-        skipped.extend(dict(s) for s in state.get("skipped", []))
-        seeks.extend(dict(s) for s in state.get("seeks", []))
-    remaining.sort()
-    for (_, stop), (start, _) in itertools.pairwise(remaining):
-        if start < stop:
-            raise StateError("the states overlap (two ranks hold the same rows): they are not from one run")
-    pieces = split_ranges(remaining, world_size, equal=bool(first["order"]["drop_last"]))
-    out = []
-    for rank, piece in enumerate(pieces):
-        order = {**first["order"], "rank": rank, "world_size": world_size}
-        out.append(
-            {
-                "format": STATE_FORMAT,
-                "dataset": dict(first["dataset"]),
-                "order": order,
-                "batch_size": first["batch_size"],
-                "on_error": first.get("on_error", "raise"),
-                "ranges": [[start, stop] for start, stop in piece],
-                "cursor": 0,
-                "position": piece[0][0] if piece else None,
-                "seeks": seeks,
-                "skipped": skipped,
-            }
-        )
-    return out

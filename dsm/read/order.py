@@ -5,9 +5,10 @@ An epoch's *global order* lists every row of the dataset once; a row's place in 
 shuffle, the shards are permuted by the seed and epoch, and the rows of each shard are permuted within
 fixed blocks of ``block_rows`` rows (blocks stay in file order, so a shard is still read front to back).
 
-Permutations come from a counter-based hash (SplitMix64) defined here, not from a library generator whose
-streams may change between releases: the same seed, epoch and contract give the same order forever.
-docs/reading.md is the specification.
+Permutations come from a counter-based hash (SplitMix64,
+:func:`dsm.hashing.permutation.keyed_permutation`), not from a library generator whose streams may change
+between releases: the same seed, epoch and contract give the same order forever. docs/reading.md is the
+specification.
 
 >>> order = EpochOrder(shard_rows=(3, 2), shuffle=False, seed=0, epoch=0, block_rows=4)
 >>> [order.locate(p) for p in range(5)]
@@ -23,6 +24,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from dsm.hashing.permutation import keyed_permutation
 
 __all__ = [
     "DEFAULT_BLOCK_ROWS",
@@ -43,49 +46,8 @@ DEFAULT_BLOCK_ROWS = 8192
 Range = tuple[int, int]
 """Half-open range ``[start, stop)`` of positions in an epoch's global order."""
 
-_MASK = (1 << 64) - 1
-_GAMMA = 0x9E3779B97F4A7C15
 _TAG_SHARDS = 1
 _TAG_BLOCK = 2
-
-
-def _mix(value: int) -> int:
-    """SplitMix64's finaliser of ``value + gamma`` on Python ints (a bijection of 64-bit integers)."""
-    z = (value + _GAMMA) & _MASK
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
-    return z ^ (z >> 31)
-
-
-def _mix_array(values: np.ndarray) -> np.ndarray:
-    """``_mix`` over a uint64 array (wrapping arithmetic)."""
-    with np.errstate(over="ignore"):
-        z = values + np.uint64(_GAMMA)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return z ^ (z >> np.uint64(31))  # type: ignore[no-any-return]
-
-
-def _key(*parts: int) -> int:
-    """One 64-bit key from integers (each taken modulo 2**64), by chained mixing."""
-    key = 0
-    for part in parts:
-        key = _mix(key ^ (part & _MASK))
-    return key
-
-
-def keyed_permutation(n: int, *key: int) -> np.ndarray:
-    """A permutation of ``range(n)`` fixed by ``key``: indices sorted by ``mix(key + i)``.
-
-    >>> keyed_permutation(5, 7, 0).tolist() == keyed_permutation(5, 7, 0).tolist()
-    True
-    >>> sorted(keyed_permutation(5, 7, 0).tolist())
-    [0, 1, 2, 3, 4]
-    """
-    base = np.uint64(_key(*key))
-    with np.errstate(over="ignore"):
-        sort_keys = _mix_array(np.arange(n, dtype=np.uint64) + base)
-    return np.argsort(sort_keys, kind="stable").astype(np.int64)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -30,10 +30,11 @@ import pyarrow as pa
 import torch
 import torch.utils.data as tud
 
-from dsm.dataset import LOADER_STATE_FORMAT, STATE_FORMAT, Dataset, DatasetIterator
-from dsm.dataset import open as open_dataset
 from dsm.errors import InputError, StateError
-from dsm.order import DEFAULT_BLOCK_ROWS, Range, range_rows, remaining_ranges, split_batches
+from dsm.read.dataset import Dataset, DatasetIterator
+from dsm.read.dataset import open as open_dataset
+from dsm.read.order import DEFAULT_BLOCK_ROWS, Range, range_rows, remaining_ranges, split_batches
+from dsm.read.state import LOADER_STATE_FORMAT, STATE_FORMAT
 
 __all__ = ["LOADER_STATE_FORMAT", "DataLoader", "IterableDataset", "to_tensors"]
 
@@ -78,7 +79,7 @@ class _TaggedCollate:
 class IterableDataset(tud.IterableDataset):  # type: ignore[type-arg]
     """One rank's share of an epoch of a dsm dataset, as batches, split across DataLoader workers.
 
-    ``dataset`` is a :class:`dsm.dataset.Dataset` or a reference opened with ``registry``, ``columns``,
+    ``dataset`` is a :class:`dsm.read.dataset.Dataset` or a reference opened with ``registry``, ``columns``,
     ``cache_dir``, ``cache_limit`` and ``storage_options``. ``rank`` and ``world_size`` default to
     ``torch.distributed``'s when it is initialised. ``transform`` turns each ``pyarrow.RecordBatch`` into
     what the loader yields (default :func:`to_tensors`). Call :meth:`set_epoch` before each epoch.

@@ -4,7 +4,7 @@ Every unit streams batches of about ``plan.batch_rows`` rows, so memory is bound
 one Parquet row group being built, or one shuffle bucket) whatever the size of the dataset or of a shard.
 
 **Shuffle (two passes, external).** Pass 1 (*scatter*, one unit per source shard or Parquet row range):
-each row's global index ``g`` goes through the seeded permutation (:mod:`dsm.rewrite.permutation`) to its
+each row's global index ``g`` goes through the seeded permutation (:mod:`dsm.hashing.permutation`) to its
 output *position* ``p``; the positions are cut into buckets of about ``BUCKET_BYTES`` of decoded rows (an
 output file is one or more consecutive buckets); each batch is reordered by bucket and appended, with a
 ``p`` column, to the unit's Arrow IPC spill file, one IPC batch per (batch, bucket) and an index of which
@@ -29,19 +29,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
-from dsm.checksum import DEFAULT_ALGORITHM, new_hasher
 from dsm.contract import Contract, Shard
 from dsm.engine import Progress
 from dsm.errors import CheckFailed, FormatError, SchemaError
-from dsm.fingerprint import RowDigest, digest_batch
 from dsm.formats import Format, get_format
 from dsm.formats._common import describe_exception
 from dsm.formats.arrow import ArrowFormat
-from dsm.reader import iter_shard
+from dsm.hashing.checksum import DEFAULT_ALGORITHM, new_hasher
+from dsm.hashing.fingerprint import RowDigest, digest_batch
+from dsm.hashing.permutation import Permutation
 from dsm.rewrite.journal import Journal
-from dsm.rewrite.permutation import Permutation
 from dsm.rewrite.plan import OutputUnit, RewritePlan, ScatterUnit, SourceRange
-from dsm.shards import DescribedShard, describe_shard, shard_entry
+from dsm.shards import DescribedShard, describe_shard, iter_shard, shard_entry
 from dsm.storage import Location, redact
 
 __all__ = [

@@ -1,24 +1,21 @@
-"""Storage: every path dsm touches goes through fsspec, addressed by URL.
+"""A folder at a URL: every path dsm touches goes through fsspec, addressed by URL.
 
 A :class:`Location` is a filesystem plus a root path. Writes that readers may see are atomic: a file is
 written under a temporary name and renamed (local disk), or uploaded as one object that appears only when
 its upload completes and is abandoned, never committed, when the writer fails (S3, Azure Blob).
 ``create_exclusive`` never overwrites and ``compare_and_swap`` replaces only what it read: on local disk
-with ``link()`` and a lock file, on object stores with conditional writes (``dsm.object_store``).
+with ``link()`` and a lock file, on object stores with conditional writes (``dsm.storage.stores``).
 
 Options reach the filesystem from ``DSM_STORAGE_OPTIONS`` and ``storage_options``, keyed by protocol or
-URL prefix so that a registry and its data can sit on different stores (see :func:`options_for` and
-docs/storage.md). Credentials stay where users keep them (environment, profiles, connection strings);
-:func:`redact` hides them in everything dsm prints, logs or writes.
+URL prefix (:mod:`dsm.storage.options`). Credentials stay where users keep them (environment, profiles,
+connection strings); :mod:`dsm.storage.secrets` hides them in everything dsm prints, logs or writes.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import posixpath
-import re
 import urllib.parse
 import uuid
 from collections.abc import Iterator, Mapping
@@ -29,7 +26,9 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from dsm.errors import ConflictError, DatasetNotFound, InputError, StorageError
-from dsm.object_store import ObjectStore, store_for
+from dsm.storage.options import LOCAL_PROTOCOLS, options_for, protocol_of, storage_options_from_env
+from dsm.storage.secrets import URL_USERINFO, redact, remember_option_secrets, remember_secret
+from dsm.storage.stores import ObjectStore, install_hint, store_for
 
 __all__ = [
     "TEMP_MARKER",
@@ -38,229 +37,11 @@ __all__ = [
     "compare_and_swap",
     "is_temporary",
     "location",
-    "options_for",
-    "public_url",
-    "redact",
-    "remember_secret",
     "storage_errors",
-    "storage_options_from_env",
 ]
 
 TEMP_MARKER = ".dsm-tmp-"
 """Infix of every temporary name dsm writes; such files are never data and are skipped by scans."""
-
-_INSTALL_HINTS = {
-    "s3": "pip install 'dsm[s3]' (s3fs)",
-    "s3a": "pip install 'dsm[s3]' (s3fs)",
-    "az": "pip install 'dsm[azure]' (adlfs)",
-    "abfs": "pip install 'dsm[azure]' (adlfs)",
-    "abfss": "pip install 'dsm[azure]' (adlfs)",
-    "gs": "pip install gcsfs",
-    "gcs": "pip install gcsfs",
-}
-
-# Option names whose values are credentials: split on "_" / "-", any of these words marks a secret.
-_SECRET_WORDS = {
-    "secret",
-    "password",
-    "passwd",
-    "token",
-    "key",
-    "credential",
-    "credentials",
-    "sas",
-    "sig",
-    "signature",
-    "connection",
-    "conn",
-}
-_NOT_SECRET = {"signature_version", "key_prefix", "sse_kms_key_id", "requester_pays"}
-_URL_USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^/@:\s]*):(?P<pw>[^/@\s]+)@", re.I)
-# Query parameters of SAS tokens and presigned URLs that grant access (only after "?" or "&").
-_QUERY_SECRET_NAMES = (
-    "sig", "se", "sp", "sv", "st", "spr", "srt", "ss", "skoid", "sktid", "skt", "ske", "sks", "skv",
-    "token", "key", "code", "x-amz-signature", "x-amz-credential", "x-amz-security-token", "awsaccesskeyid",
-    "signature",
-)  # fmt: skip
-_QUERY_SECRET = re.compile(
-    r"(?P<k>(?<=[?&])(?:" + "|".join(map(re.escape, _QUERY_SECRET_NAMES)) + r")=)(?P<v>[^&\s\"']+)", re.I
-)
-_CONN_SECRET = re.compile(
-    r"(?P<k>(?:AccountKey|SharedAccessSignature|SharedAccessKey|Password|Pwd)=)(?P<v>[^;\s\"']+)", re.I
-)
-# Environment variables where the SDKs read credentials from: their values are hidden too.
-_SECRET_ENV = (
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-    "AWS_SECURITY_TOKEN",
-    "AZURE_STORAGE_KEY",
-    "AZURE_STORAGE_ACCOUNT_KEY",
-    "AZURE_STORAGE_CONNECTION_STRING",
-    "AZURE_STORAGE_SAS_TOKEN",
-    "AZURE_STORAGE_CLIENT_SECRET",
-    "AZURE_CLIENT_SECRET",
-    "GOOGLE_APPLICATION_CREDENTIALS_JSON",
-)
-_MIN_SECRET = 8  # shorter values cannot be real credentials, and hiding them would mangle ordinary words
-
-_registered_secrets: set[str] = set()
-
-
-def remember_secret(value: str) -> None:
-    """Make :func:`redact` hide this exact value wherever it appears (option values, environment)."""
-    if value and len(value) >= _MIN_SECRET:
-        _registered_secrets.add(value)
-        for part in _CONN_SECRET.finditer(value):  # a connection string's key on its own, too
-            if len(part["v"]) >= _MIN_SECRET:
-                _registered_secrets.add(part["v"])
-
-
-def _remember_env_secrets() -> None:
-    for name in _SECRET_ENV:
-        value = os.environ.get(name)
-        if value:
-            remember_secret(value)
-
-
-def redact(text: str) -> str:
-    """Replace credentials in ``text`` with ``***``.
-
-    Hidden: passwords in URLs (``s3://user:***@...``), SAS and presigned-URL query parameters, keys in
-    connection strings, every value given in a secret-named storage option, and the values of the
-    environment variables the SDKs read credentials from.
-
-    >>> redact("az://c/p?sv=2024&sig=abcd1234")
-    'az://c/p?sv=***&sig=***'
-    """
-    _remember_env_secrets()
-    text = _URL_USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:***@", text)
-    text = _QUERY_SECRET.sub(lambda m: f"{m['k']}***", text)
-    text = _CONN_SECRET.sub(lambda m: f"{m['k']}***", text)
-    for secret in sorted(_registered_secrets, key=len, reverse=True):
-        text = text.replace(secret, "***")
-    return text
-
-
-def public_url(url: str) -> str:
-    """``url`` without any credential in it, still usable as an address (for contracts and journals).
-
-    Userinfo with a password is dropped and secret query parameters are removed; the credentials belong
-    in the environment or in storage options, not in a contract.
-
-    >>> public_url("s3://AKIA:secret@bucket/data?versionId=3")
-    's3://bucket/data?versionId=3'
-    """
-    if "://" not in url:
-        return url
-    parts = urllib.parse.urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, _, host = netloc.rpartition("@")
-        netloc = host if ":" in userinfo else netloc
-    query = "&".join(
-        pair
-        for pair in parts.query.split("&")
-        if pair and pair.partition("=")[0].lower() not in _QUERY_SECRET_NAMES
-    )
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-
-
-def storage_options_from_env() -> dict[str, Any]:
-    """``DSM_STORAGE_OPTIONS`` as given (a JSON object, possibly keyed by protocol or URL), or ``{}``."""
-    raw = os.environ.get("DSM_STORAGE_OPTIONS", "").strip()
-    if not raw:
-        return {}
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"DSM_STORAGE_OPTIONS is not valid JSON ({exc.msg}); give a JSON object") from None
-    if not isinstance(value, dict):
-        raise InputError("DSM_STORAGE_OPTIONS must be a JSON object of filesystem options")
-    return value
-
-
-def _is_secret_option(key: str) -> bool:
-    name = key.lower()
-    return name not in _NOT_SECRET and bool(set(re.split(r"[_\-.]", name)) & _SECRET_WORDS)
-
-
-def _remember_option_secrets(options: Mapping[str, Any]) -> None:
-    for key, value in options.items():
-        if isinstance(value, str) and _is_secret_option(str(key)):
-            remember_secret(value)
-        elif isinstance(value, Mapping):
-            _remember_option_secrets(value)
-
-
-_LOCAL_PROTOCOLS = {"file", "local"}
-# Protocol names that share options: options under "az" apply to abfs:// URLs too, and so on.
-_FAMILIES = {
-    "s3": ("s3", "s3a"),
-    "s3a": ("s3", "s3a"),
-    "az": ("az", "abfs", "abfss"),
-    "abfs": ("az", "abfs", "abfss"),
-    "abfss": ("az", "abfs", "abfss"),
-    "gs": ("gs", "gcs"),
-    "gcs": ("gs", "gcs"),
-    "file": ("file", "local"),
-    "local": ("file", "local"),
-}
-
-
-def _protocol_names() -> set[str]:
-    return {*fsspec.available_protocols(), *_FAMILIES}
-
-
-def protocol_of(url: str) -> str:
-    """The protocol of a URL (``s3`` of ``s3://b/k``); ``file`` for a plain path."""
-    head, sep, _ = str(url).partition("://")
-    return head.lower() if sep and "/" not in head else "file"
-
-
-def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
-    """``base`` overlaid with ``extra``; nested mappings (``config_kwargs``) are merged, not replaced."""
-    out = dict(base)
-    for key, value in extra.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = _merge(dict(out[key]), value)
-        else:
-            out[key] = value
-    return out
-
-
-def options_for(url: str, *layers: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The filesystem options for ``url`` from ``layers`` of keyed options (later layers win).
-
-    In each layer, a key that is a protocol name (``s3``, ``az``, ``gs``, ``memory``, ``file``, ...) with
-    an object value holds that protocol's options (``az`` also serves ``abfs``/``abfss``, ``s3`` also
-    ``s3a``); a key that is a URL prefix (``"s3://bucket"``) with an object value holds options for URLs
-    under it, the longest prefix winning; every other key applies to every URL that is not a local path.
-
-    >>> options_for("s3://b/x", {"anon": True, "s3": {"endpoint_url": "http://s3.test"}, "az": {"anon": 0}})
-    {'anon': True, 'endpoint_url': 'http://s3.test'}
-    """
-    protocol = protocol_of(url)
-    names = _protocol_names()
-    family = _FAMILIES.get(protocol, (protocol,))
-    out: dict[str, Any] = {}
-    for layer in layers:
-        if not layer:
-            continue
-        flat = {
-            k: v for k, v in layer.items() if not (isinstance(v, Mapping) and (k in names or "://" in str(k)))
-        }
-        if protocol not in _LOCAL_PROTOCOLS:
-            out = _merge(out, flat)
-        for name in family:
-            if isinstance(layer.get(name), Mapping):
-                out = _merge(out, layer[name])
-        prefixes = sorted(
-            (str(k) for k, v in layer.items() if "://" in str(k) and isinstance(v, Mapping)), key=len
-        )
-        for prefix in prefixes:
-            if url == prefix or url.startswith(prefix.rstrip("/") + "/"):
-                out = _merge(out, layer[prefix])
-    return out
 
 
 @contextlib.contextmanager
@@ -444,7 +225,7 @@ class Location:
         """Create ``rel`` with ``data``; raise :class:`ConflictError` if it exists. Never overwrites.
 
         Atomic on local disk (``link()``), S3 (``If-None-Match: *``), Azure Blob and ``memory://``; on
-        other stores a check precedes the write and a :class:`~dsm.object_store.NonAtomicWriteWarning`
+        other stores a check precedes the write and a :class:`~dsm.storage.stores.NonAtomicWriteWarning`
         says so.
         """
         if self.is_local:
@@ -484,7 +265,7 @@ def _credentials_from_url(url: str, protocol: str) -> tuple[str, dict[str, str]]
     log it), so they become options and the URL dsm keeps, shows and records has none.
     """
     names = _USERINFO_AS_OPTIONS.get(protocol)
-    match = _URL_USERINFO.match(url)
+    match = URL_USERINFO.match(url)
     if names is None or match is None:
         return url, {}
     user = urllib.parse.unquote(match["user"])
@@ -505,16 +286,16 @@ def location(url: str, storage_options: Mapping[str, Any] | None = None) -> Loca
     protocol = protocol_of(url)
     url, url_credentials = _credentials_from_url(url, protocol)
     env_options = storage_options_from_env()
-    _remember_option_secrets(env_options)
-    _remember_option_secrets(storage_options or {})
-    store = store_for(protocol) if protocol not in _LOCAL_PROTOCOLS else None
+    remember_option_secrets(env_options)
+    remember_option_secrets(storage_options or {})
+    store = store_for(protocol) if protocol not in LOCAL_PROTOCOLS else None
     defaults = store.default_options() if store is not None else {}
     options = {**options_for(url, {protocol: defaults}, env_options, storage_options), **url_credentials}
     own = {k: options.pop(k) for k in list(options) if store is not None and k in store.own_options}
     try:
         fs, root = fsspec.core.url_to_fs(url, **options)
     except ImportError as exc:
-        hint = _INSTALL_HINTS.get(protocol, f"install the fsspec backend for {protocol}://")
+        hint = install_hint(protocol)
         raise InputError(f"{redact(url)}: no filesystem for {protocol}:// is installed ({hint})") from exc
     except ValueError as exc:
         if "Protocol not known" in str(exc):
@@ -538,7 +319,7 @@ def compare_and_swap(loc: Location, rel: str, expected: bytes | None, new: bytes
     on local disk a lock file serialises writers and the swap is an atomic rename; S3 and Azure Blob use
     a write conditioned on the ETag read with ``expected``; ``memory://`` holds a process lock. On other
     stores the check and the write are two steps (False, with a
-    :class:`~dsm.object_store.NonAtomicWriteWarning`).
+    :class:`~dsm.storage.stores.NonAtomicWriteWarning`).
     """
     if loc.is_local:
         import fcntl

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from dsm.checksum import algorithm_of, file_checksum, known_algorithms
 from dsm.contract import Shard
 from dsm.errors import DatasetNotFound, DsmError, StorageError
-from dsm.object_store import server_checksum
+from dsm.hashing.checksum import algorithm_of, file_checksum, known_algorithms
 from dsm.storage import Location, redact
+from dsm.storage.stores import server_checksum
 
 __all__ = ["PhysicalCheck", "check_physical"]
 

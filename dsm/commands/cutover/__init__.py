@@ -34,8 +34,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from dsm.commands._common import open_registry, tool_name
-from dsm.commands._cutover_stages import (
+from dsm._version import tool_name
+from dsm.commands.cutover.journal import CutoverJournal
+from dsm.commands.cutover.lease import DEFAULT_LEASE_SECONDS, Lease, LeaseInfo
+from dsm.commands.cutover.prices import load_prices
+from dsm.commands.cutover.stages import (
     STAGE_FUNCTIONS,
     CutoverPlan,
     StageCheckFailed,
@@ -44,15 +47,12 @@ from dsm.commands._cutover_stages import (
     old_version_check,
     restore_alias,
 )
-from dsm.commands._cutover_stages import discard_target as discard_target_files
+from dsm.commands.cutover.stages import discard_target as discard_target_files
+from dsm.commands.cutover.state import CutoverState, parse_duration, parse_time, stage_index
 from dsm.contract import Contract
-from dsm.cutover.journal import CutoverJournal
-from dsm.cutover.lease import DEFAULT_LEASE_SECONDS, Lease, LeaseInfo
-from dsm.cutover.prices import load_prices
-from dsm.cutover.state import CutoverState, parse_duration, parse_time, stage_index
 from dsm.engine import Progress
 from dsm.errors import CheckFailed, DatasetNotFound, DsmError, InputError, StorageError
-from dsm.registry import Registry, parse_reference
+from dsm.registry import Registry, open_registry, parse_reference
 from dsm.storage import location, public_url, redact
 
 __all__ = [

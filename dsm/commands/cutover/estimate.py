@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dsm.cutover.prices import PriceTable
+from dsm.commands.cutover.prices import PriceTable
 
 __all__ = ["CostLine", "Estimate", "Measurements", "estimate"]
 

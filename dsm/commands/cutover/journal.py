@@ -4,11 +4,11 @@ Layout (under the registry)::
 
     NAME/cutovers/ID/journal/000001.json   {"journal": "dsm-cutover-journal-v1", "seq": 1, ...}
     NAME/cutovers/ID/journal/000002.json   ...
-    NAME/cutovers/ID/lease.json            who runs it now (dsm.cutover.lease)
+    NAME/cutovers/ID/lease.json            who runs it now (dsm.commands.cutover.lease)
 
 A record is created with :meth:`Location.create_exclusive` under the next sequence number, so it is written
 whole or not at all and never overwrites another record: two writers cannot both append record ``n``. The
-state of the cutover is derived from the records alone (:func:`dsm.cutover.state.derive_state`).
+state of the cutover is derived from the records alone (:func:`dsm.commands.cutover.state.derive_state`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dsm.cutover.state import EVENTS, CutoverState, derive_state, now_text
+from dsm.commands.cutover.state import EVENTS, CutoverState, derive_state, now_text
 from dsm.errors import ConflictError, ContractError, InputError
 from dsm.storage import Location, redact
 

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from dsm.cutover.journal import Owner, current_owner
-from dsm.cutover.state import format_time
+from dsm.commands.cutover.journal import Owner, current_owner
+from dsm.commands.cutover.state import format_time
 from dsm.errors import ConflictError, ContractError, InputError, StorageError
 from dsm.storage import Location, compare_and_swap, redact
 

@@ -1,6 +1,6 @@
 """The price table a cutover plan estimates cost with: per GB moved, per 1,000 requests, per GB-month stored.
 
-The defaults ship with dsm (``dsm/cutover/prices.yaml``, illustrative list prices); ``--prices FILE``
+The defaults ship with dsm (``dsm/commands/cutover/prices.yaml``, illustrative list prices); ``--prices FILE``
 replaces them with a file of the same layout. Prices are looked up by storage protocol (``s3``, ``az``,
 ``gs``, ``file``...), through ``aliases`` (``abfs`` -> ``az``), else under ``default``.
 
@@ -124,7 +124,7 @@ class PriceTable:
 def load_prices(path: str | None = None, *, storage_options: Mapping[str, Any] | None = None) -> PriceTable:
     """The price table in ``path`` (a YAML file at any fsspec URL), or the one shipped with dsm."""
     if path is None:
-        text = resources.files("dsm.cutover").joinpath("prices.yaml").read_text(encoding="utf-8")
+        text = resources.files("dsm.commands.cutover").joinpath("prices.yaml").read_text(encoding="utf-8")
         source = "built-in"
     else:
         parent, _, name = str(path).rstrip("/").rpartition("/")

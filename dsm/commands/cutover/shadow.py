@@ -24,10 +24,10 @@ import pyarrow as pa
 
 from dsm.contract import Contract
 from dsm.errors import InputError
-from dsm.fingerprint import digest_batch
 from dsm.formats import Format
+from dsm.hashing.fingerprint import digest_batch
+from dsm.hashing.permutation import Permutation
 from dsm.rewrite.execute import iter_range, source_format
-from dsm.rewrite.permutation import Permutation
 from dsm.rewrite.plan import SourceRange
 from dsm.storage import Location, location
 

@@ -9,23 +9,21 @@ The runner, the lease and the journal are in :mod:`dsm.commands.cutover`.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import os
 import posixpath
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from dsm._testing import kill_point
+from dsm.commands.cutover.estimate import Estimate, Measurements, estimate
+from dsm.commands.cutover.journal import CutoverJournal
+from dsm.commands.cutover.lease import Lease
+from dsm.commands.cutover.prices import PriceTable
+from dsm.commands.cutover.state import CutoverState
 from dsm.contract import Contract, Lineage
-from dsm.cutover.estimate import Estimate, Measurements, estimate
-from dsm.cutover.journal import CutoverJournal
-from dsm.cutover.killpoints import copy_crash_units, kill_point
-from dsm.cutover.lease import Lease
-from dsm.cutover.prices import PriceTable
-from dsm.cutover.state import CutoverState
 from dsm.engine import Progress, default_workers
-from dsm.errors import CheckFailed, InputError
+from dsm.errors import InputError, StageCheckFailed
 from dsm.registry import Registry
 from dsm.storage import TEMP_MARKER, Location, location, redact
 
@@ -43,14 +41,6 @@ __all__ = [
 SAMPLE_BYTES = 8 << 20
 """Stored source bytes the plan decodes, encodes and writes to measure the copy's speeds."""
 PLAN_SAMPLE_NAME = "cutover-plan-sample"
-
-
-class StageCheckFailed(CheckFailed):
-    """A stage whose check did not hold (exit 1); ``evidence`` is what it found, for the journal."""
-
-    def __init__(self, message: str, evidence: Mapping[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.evidence = dict(evidence or {})
 
 
 class StampingRegistry(Registry):
@@ -238,8 +228,8 @@ def compute_plan(
     file to the destination, removed at once; nothing else is written.
     """
     from dsm.commands.bench import bench
+    from dsm.commands.cutover.shadow import measure_sample
     from dsm.commands.diff import compare_schemas
-    from dsm.cutover.sample import measure_sample
 
     prices = PriceTable.from_dict(spec["prices"], source=str(spec["prices"].get("source", "journal")))
     out_fmt = rewrite_format(spec, source)
@@ -374,25 +364,6 @@ def stage_plan(ctx: StageContext) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------------- copy
 
 
-@contextlib.contextmanager
-def _crash_after_units(units: int | None) -> Iterator[None]:
-    """Arm the rewrite's own crash hook for ``DSM_TEST_KILL_AT=copy:N`` (tests only)."""
-    if units is None:
-        yield
-        return
-    from dsm.rewrite.journal import CRASH_ENV
-
-    before = os.environ.get(CRASH_ENV)
-    os.environ[CRASH_ENV] = str(units)
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(CRASH_ENV, None)
-        else:
-            os.environ[CRASH_ENV] = before
-
-
 def stage_copy(ctx: StageContext) -> dict[str, Any]:
     """The rewrite engine writes and registers the target; called again after a crash, it resumes."""
     from dsm.commands.rewrite import convert_format, reshard
@@ -405,15 +376,15 @@ def stage_copy(ctx: StageContext) -> dict[str, Any]:
         "storage_options": ctx.storage_options,
         "progress": ctx.progress,
     }
-    with _crash_after_units(copy_crash_units()):
-        if ctx.spec["operation"] == "reshard":
-            result = reshard(
-                source, str(ctx.spec["destination"]), to=str(ctx.spec["format"]), **rewrite, **common
-            )
-        else:
-            result = convert_format(
-                source, str(ctx.spec["destination"]), to=str(ctx.spec["format"]), **rewrite, **common
-            )
+    # a test's copy:N crash point fires in the rewrite's journal (dsm._testing)
+    if ctx.spec["operation"] == "reshard":
+        result = reshard(
+            source, str(ctx.spec["destination"]), to=str(ctx.spec["format"]), **rewrite, **common
+        )
+    else:
+        result = convert_format(
+            source, str(ctx.spec["destination"]), to=str(ctx.spec["format"]), **rewrite, **common
+        )
     target = result.contract
     return {
         "target": target.ref,
@@ -523,7 +494,7 @@ def stage_verify(ctx: StageContext) -> dict[str, Any]:
 def stage_shadow(ctx: StageContext) -> dict[str, Any]:
     """Old against new through ``dsm bench --compare``, and a sample of rows compared value by value."""
     from dsm.commands.bench import bench
-    from dsm.cutover.sample import compare_sample
+    from dsm.commands.cutover.shadow import compare_sample
 
     source, target = ctx.source(), ctx.target()
     gates = ctx.spec["gates"]

@@ -1,9 +1,10 @@
 """The state of a cutover, derived from its journal: a pure function from records to state.
 
-Nothing about a cutover is stored except its journal (append-only records, :mod:`dsm.cutover.journal`) and
-its lease (who is running it, :mod:`dsm.cutover.lease`). Everything :func:`derive_state` returns (stage
-statuses, the next stage, the target version, when ``complete`` may run, whether rollback is possible)
-is computed from the records alone, so any process reading the journal sees the same state.
+Nothing about a cutover is stored except its journal (append-only records,
+:mod:`dsm.commands.cutover.journal`) and its lease (who is running it, :mod:`dsm.commands.cutover.lease`).
+Everything :func:`derive_state` returns (stage statuses, the next stage, the target version, when
+``complete`` may run, whether rollback is possible) is computed from the records alone, so any process
+reading the journal sees the same state.
 
 >>> rec = [{"seq": 1, "cutover": "c1", "event": "created", "at": "2026-01-01T00:00:00.000Z",
 ...         "spec": {"dataset": "web", "alias": "prod", "source_version": 1}}]
@@ -13,13 +14,13 @@ is computed from the records alone, so any process reading the journal sees the 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from dsm.errors import ContractError, InputError
+from dsm.units import parse_duration
 
 __all__ = [
     "EVENTS",
@@ -56,29 +57,6 @@ PHASES = ("created", "running", "paused", "failed", "completed", "rolling_back",
 """``created``: no stage has run; ``running``: a stage started and has not ended (it runs, or its process
 died: the lease tells); ``paused``: between stages; ``failed``: the last stage (or its hook) failed;
 ``completed``, ``rolling_back``, ``rolled_back``."""
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)?\s*$", re.IGNORECASE)
-_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
-
-def parse_duration(value: str | float | int, *, what: str = "retain") -> float:
-    """Seconds from ``"7d"``, ``"12h"``, ``"30m"``, ``"45s"``, ``"2w"`` or a number of seconds.
-
-    >>> parse_duration("7d"), parse_duration(0)
-    (604800.0, 0.0)
-    """
-    if isinstance(value, bool):
-        raise InputError(f"{what}: {value!r} is not a duration (write it like 7d, 12h, 30m or 0)")
-    if isinstance(value, (int, float)):
-        seconds = float(value)
-    else:
-        match = _DURATION.match(str(value))
-        if not match:
-            raise InputError(f"{what}: {value!r} is not a duration (write it like 7d, 12h, 30m or 0)")
-        seconds = float(match.group(1)) * _SECONDS[(match.group(2) or "s").lower()]
-    if seconds < 0:
-        raise InputError(f"{what}: {value!r} must not be negative")
-    return seconds
 
 
 def format_time(moment: datetime) -> str:

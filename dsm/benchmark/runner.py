@@ -24,7 +24,7 @@ import pyarrow as pa
 from dsm.contract import Shard
 from dsm.errors import DsmError, FormatError, SchemaError
 from dsm.formats import Format
-from dsm.reader import fragment_count, iter_open_shard
+from dsm.shards import fragment_count, iter_open_shard
 from dsm.storage import Location, redact
 
 __all__ = [

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from dsm.commands._bench_runner import SHARD_DONE, ErrorRecord, RunTimings
+from dsm.benchmark.runner import SHARD_DONE, ErrorRecord, RunTimings
 from dsm.contract import Contract
 from dsm.errors import InputError
 

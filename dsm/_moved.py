@@ -1,0 +1,158 @@
+"""Module paths that moved in the restructure of 0.1, kept importable for one release.
+
+``import dsm.fingerprint`` (and ``from dsm.dataset import Dataset``, ...) still works: ``import dsm``
+installs a finder that answers for each old path with a module forwarding every name to its new home, and
+each name taken from it raises a :class:`DeprecationWarning` saying where it lives now. The old paths have
+no file of their own, so that version control sees each move as a rename.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+import types
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["MOVED", "REMOVED_IN", "install"]
+
+REMOVED_IN = "dsm 0.3"
+
+_CUTOVER = "dsm.commands.cutover"
+_SHIM = "dsm._moved"
+
+MOVED: Mapping[str, str | Mapping[str, str]] = {
+    "dsm.fingerprint": "dsm.hashing.fingerprint",
+    "dsm.checksum": "dsm.hashing.checksum",
+    "dsm.digest": "dsm.hashing.rowdigest",
+    "dsm.order": "dsm.read.order",
+    "dsm.cache": "dsm.read.cache",
+    "dsm.dataset": "dsm.read.dataset",
+    "dsm.torch": "dsm.read.torch",
+    "dsm.reader": "dsm.shards",
+    "dsm.rewrite.permutation": "dsm.hashing.permutation",
+    "dsm.object_store": {
+        "AzureBlobStore": "dsm.storage.azure",
+        "GenericStore": "dsm.storage.stores",
+        "MeasuredObject": "dsm.shards",
+        "MemoryStore": "dsm.storage.memory",
+        "NonAtomicWriteWarning": "dsm.storage.stores",
+        "ObjectStore": "dsm.storage.stores",
+        "RequestStats": "dsm.storage.stores",
+        "S3Store": "dsm.storage.s3",
+        "ServerChecksum": "dsm.storage.stores",
+        "measure_object": "dsm.shards",
+        "register_store": "dsm.storage.stores",
+        "request_stats": "dsm.storage.stores",
+        "s3_full_object_checksum": "dsm.storage.s3",
+        "server_checksum": "dsm.storage.stores",
+        "store_for": "dsm.storage.stores",
+    },
+    "dsm.commands._common": {
+        "now_utc": "dsm.units:utc_now_text",
+        "open_registry": "dsm.registry",
+        "resolve": "dsm.registry",
+        "tool_name": "dsm._version",
+    },
+    "dsm.commands._bench_runner": "dsm.benchmark.runner",
+    "dsm.commands._bench_results": "dsm.benchmark.results",
+    "dsm.commands._bench_html": "dsm.benchmark.html",
+    "dsm.commands._cutover_stages": f"{_CUTOVER}.stages",
+    "dsm.cutover": {
+        "DEFAULT_LEASE_SECONDS": f"{_CUTOVER}.lease",
+        "JOURNAL_FORMAT": f"{_CUTOVER}.journal",
+        "STAGES": f"{_CUTOVER}.state",
+        "CutoverJournal": f"{_CUTOVER}.journal",
+        "CutoverState": f"{_CUTOVER}.state",
+        "Lease": f"{_CUTOVER}.lease",
+        "LeaseInfo": f"{_CUTOVER}.lease",
+        "Owner": f"{_CUTOVER}.journal",
+        "StageState": f"{_CUTOVER}.state",
+        "current_owner": f"{_CUTOVER}.journal",
+        "derive_state": f"{_CUTOVER}.state",
+        "parse_duration": "dsm.units",
+    },
+    "dsm.cutover.journal": f"{_CUTOVER}.journal",
+    "dsm.cutover.lease": f"{_CUTOVER}.lease",
+    "dsm.cutover.state": f"{_CUTOVER}.state",
+    "dsm.cutover.prices": f"{_CUTOVER}.prices",
+    "dsm.cutover.estimate": f"{_CUTOVER}.estimate",
+    "dsm.cutover.sample": {
+        "RowMismatch": f"{_CUTOVER}.shadow",
+        "SampleComparison": f"{_CUTOVER}.shadow",
+        "SampleSpeeds": f"{_CUTOVER}.speed",
+        "compare_sample": f"{_CUTOVER}.shadow",
+        "measure_sample": f"{_CUTOVER}.speed",
+        "read_rows": f"{_CUTOVER}.shadow",
+        "sample_runs": f"{_CUTOVER}.shadow",
+    },
+    "dsm.cutover.killpoints": {"KILL_ENV": "dsm._testing", "kill_point": "dsm._testing"},
+}
+"""Old module path -> its new module, or ``{name: new module}`` for a module whose names went to several
+homes (``"module:attribute"`` where the name changed too)."""
+
+
+def _homes(old: str) -> dict[str, str]:
+    target = MOVED[old]
+    if isinstance(target, str):
+        module = importlib.import_module(target)
+        names: Sequence[str] = getattr(module, "__all__", [n for n in vars(module) if not n.startswith("_")])
+        return {name: target for name in names}
+    return dict(target)
+
+
+def _forwarding_module(old: str) -> types.ModuleType:
+    homes = _homes(old)
+    module = types.ModuleType(
+        old, f"Moved: see {MOVED[old] if isinstance(MOVED[old], str) else 'each name'}."
+    )
+    children = [name for name in MOVED if name.startswith(old + ".")]
+    if children:
+        module.__path__ = []  # a package, so that its moved submodules import
+
+    def __getattr__(name: str) -> Any:
+        home = homes.get(name)
+        if home is None:
+            raise AttributeError(f"module {old!r} has no attribute {name!r}")
+        target, _, attribute = home.partition(":")
+        attribute = attribute or name
+        warnings.warn(
+            f"{old}.{name} moved to {target}.{attribute}; import it from there "
+            f"(the old path works until {REMOVED_IN})",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(target), attribute)
+
+    module.__getattr__ = __getattr__  # type: ignore[method-assign]
+    module.__dir__ = lambda: sorted(homes)  # type: ignore[method-assign]
+    module.__all__ = sorted(homes)  # type: ignore[attr-defined]
+    return module
+
+
+class _MovedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds the old paths of :data:`MOVED` (and only those) and loads a forwarding module for each."""
+
+    def find_spec(
+        self, fullname: str, path: Any = None, target: Any = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in MOVED:
+            return None
+        return importlib.machinery.ModuleSpec(
+            fullname, self, is_package=any(n.startswith(fullname + ".") for n in MOVED)
+        )
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        return _forwarding_module(spec.name)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        pass
+
+
+def install() -> None:
+    """Put the finder first on ``sys.meta_path`` (once)."""
+    if not any(isinstance(finder, _MovedFinder) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _MovedFinder())
