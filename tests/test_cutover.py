@@ -394,13 +394,13 @@ def test_a_breaking_target_stops_at_plan_unless_allowed(
     tmp_path: Path, web: tuple[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The rewrite keeps the schema, so a breaking verdict is simulated: the gate itself is under test."""
-    import dsm.commands.diff as diff_module
-    from dsm.commands.diff import FieldChange
+    import dsm.validators.compatibility as compatibility
+    from dsm.validators.compatibility import FieldChange
 
     removed = FieldChange(
         field="lang", change="removed", old="string", new=None, breaking=True, detail="gone"
     )
-    monkeypatch.setattr(diff_module, "compare_schemas", lambda old, new: (removed,))
+    monkeypatch.setattr(compatibility, "compare_schemas", lambda old, new: (removed,))
     registry, _ = web
     stopped = start_cutover("web@prod", to=str(tmp_path / "a"), registry=registry, **FAST)
     assert (

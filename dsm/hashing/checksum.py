@@ -19,12 +19,14 @@ __all__ = [
     "DEFAULT_ALGORITHM",
     "READ_BLOCK",
     "Hasher",
+    "HashingWriter",
     "algorithm_of",
     "file_checksum",
     "file_checksums",
     "known_algorithms",
     "new_hasher",
     "register_algorithm",
+    "short_checksum",
 ]
 
 DEFAULT_ALGORITHM = "xxh3-128"
@@ -120,3 +122,33 @@ def file_checksums(
         if on_bytes is not None:
             on_bytes(n)
     return {algorithm: f"{algorithm}:{hasher.hexdigest()}" for algorithm, hasher in hashers.items()}
+
+
+def short_checksum(checksum: str) -> str:
+    """``xxh3-128:5f2c8a1b90de..``: a checksum shortened for a message (its algorithm kept)."""
+    algorithm, _, digest = checksum.partition(":")
+    return f"{algorithm}:{digest[:12]}.."
+
+
+class HashingWriter:
+    """A write-only file that passes bytes on to ``raw`` and hashes them on the way: the checksum of what
+    was written, without reading it again (a rewrite's output, a cache's download)."""
+
+    def __init__(self, raw: IO[bytes], algorithm: str = DEFAULT_ALGORITHM) -> None:
+        self._raw = raw
+        self.algorithm = algorithm
+        self._hasher = new_hasher(algorithm)
+        self.size = 0
+
+    def write(self, data: Any) -> int:
+        self._hasher.update(data)
+        self.size += memoryview(data).nbytes
+        return self._raw.write(data)
+
+    def flush(self) -> None:
+        self._raw.flush()
+
+    @property
+    def checksum(self) -> str:
+        """``ALGORITHM:HEX`` of every byte written so far."""
+        return f"{self.algorithm}:{self._hasher.hexdigest()}"

@@ -42,7 +42,14 @@ import xxhash
 
 from dsm.contract import Shard
 from dsm.errors import CheckFailed, InputError, StorageError
-from dsm.hashing.checksum import READ_BLOCK, algorithm_of, known_algorithms, new_hasher
+from dsm.hashing.checksum import (
+    READ_BLOCK,
+    HashingWriter,
+    algorithm_of,
+    file_checksum,
+    known_algorithms,
+    short_checksum,
+)
 from dsm.storage import TEMP_MARKER, Location, redact
 
 __all__ = ["CacheStats", "ShardCache"]
@@ -317,7 +324,7 @@ class ShardCache:
         if not shard.checksum:
             return True
         handle.seek(0)
-        return _checksum_of(handle, algorithm_of(shard.checksum)) == shard.checksum
+        return file_checksum(handle, algorithm_of(shard.checksum)) == shard.checksum
 
     def _replace_corrupt(self, loc: Location, shard: Shard) -> None:
         key = self.key(loc, shard)
@@ -382,18 +389,17 @@ class ShardCache:
         )
 
     def _download(self, loc: Location, shard: Shard, out: IO[bytes]) -> str | None:
-        """Copy the shard into ``out`` (a reserved download file); the problem found, or None if it checks."""
-        algorithm = algorithm_of(shard.checksum) if shard.checksum else None
-        hasher = new_hasher(algorithm) if algorithm else None
+        """Copy the shard into ``out`` (a reserved download file); the problem found, or None if it checks.
+
+        The bytes are hashed as they are written (:class:`~dsm.hashing.checksum.HashingWriter`)."""
+        sink = HashingWriter(out, algorithm_of(shard.checksum)) if shard.checksum else None
         written = 0
         with loc.open(shard.path) as source:
             while True:
                 block = source.read(READ_BLOCK)
                 if not block:
                     break
-                out.write(block)
-                if hasher is not None:
-                    hasher.update(block)
+                (sink or out).write(block)
                 written += len(block)
                 if written > shard.bytes:
                     return f"more than the {shard.bytes} bytes the contract records"
@@ -402,10 +408,8 @@ class ShardCache:
         os.fsync(out.fileno())
         if written != shard.bytes:
             return f"{written} bytes, the contract records {shard.bytes}"
-        if hasher is not None and shard.checksum:
-            actual = f"{algorithm}:{hasher.hexdigest()}"
-            if actual != shard.checksum:
-                return f"checksum {_short(actual)} expected {_short(shard.checksum)}"
+        if sink is not None and shard.checksum and sink.checksum != shard.checksum:
+            return f"checksum {short_checksum(sink.checksum)} expected {short_checksum(shard.checksum)}"
         return None
 
     def _reserve(self, shard: Shard, *, demand: bool) -> tuple[Path, IO[bytes]] | None:
@@ -475,18 +479,3 @@ class ShardCache:
                 self._counts["evictions"] += 1
                 self._verified.pop(path.name, None)
         return True
-
-
-def _checksum_of(handle: IO[bytes], algorithm: str) -> str:
-    hasher = new_hasher(algorithm)
-    while True:
-        block = handle.read(READ_BLOCK)
-        if not block:
-            break
-        hasher.update(block)
-    return f"{algorithm}:{hasher.hexdigest()}"
-
-
-def _short(checksum: str) -> str:
-    algorithm, _, digest = checksum.partition(":")
-    return f"{algorithm}:{digest[:12]}.."

@@ -22,7 +22,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -35,7 +35,7 @@ from dsm.errors import CheckFailed, FormatError, SchemaError
 from dsm.formats import Format, get_format
 from dsm.formats._common import describe_exception
 from dsm.formats.arrow import ArrowFormat
-from dsm.hashing.checksum import DEFAULT_ALGORITHM, new_hasher
+from dsm.hashing.checksum import HashingWriter
 from dsm.hashing.fingerprint import RowDigest, digest_batch
 from dsm.hashing.permutation import Permutation
 from dsm.rewrite.journal import Journal
@@ -219,7 +219,7 @@ def _write_file(
     """
     digest = [RowDigest.empty()]
     with dest.atomic_writer(path) as handle:
-        sink = _HashingWriter(handle)
+        sink = HashingWriter(handle)
         writer = fmt.open_writer(sink, schema)  # type: ignore[arg-type]
         for batch in read_ahead(_digested(batches, schema, digest)):
             writer.write_batch(batch)
@@ -288,27 +288,6 @@ def copy_unit(ctx: RewriteContext, unit: OutputUnit) -> DescribedShard:
     return found
 
 
-class _HashingWriter:
-    """A write-only file that hashes what passes through it (a spill file's checksum without a re-read)."""
-
-    def __init__(self, raw: IO[bytes]) -> None:
-        self._raw = raw
-        self._hasher = new_hasher(DEFAULT_ALGORITHM)
-        self.size = 0
-
-    def write(self, data: Any) -> int:
-        self._hasher.update(data)
-        self.size += memoryview(data).nbytes
-        return self._raw.write(data)
-
-    def flush(self) -> None:
-        self._raw.flush()
-
-    @property
-    def checksum(self) -> str:
-        return f"{DEFAULT_ALGORITHM}:{self._hasher.hexdigest()}"
-
-
 def spill_schema(schema: pa.Schema) -> pa.Schema:
     return schema.append(pa.field(POSITION_FIELD, pa.uint64(), nullable=False))
 
@@ -323,7 +302,7 @@ def scatter_unit(ctx: RewriteContext, unit: ScatterUnit, permutation: Permutatio
     offset = unit.offset
     rng = SourceRange(shard=unit.shard, start=unit.start, stop=unit.stop, whole=unit.whole)
     with ctx.dest.atomic_writer(path) as handle:
-        sink = _HashingWriter(handle)
+        sink = HashingWriter(handle)
         writer = _SPILL_FORMAT.open_writer(sink, schema)  # type: ignore[arg-type]
         for batch in read_ahead(iter_range(ctx.source_loc, ctx.source_fmt, ctx.schema, rng, plan.batch_rows)):
             count = batch.num_rows

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from dsm.contract import Shard
 from dsm.errors import DatasetNotFound, DsmError, StorageError
 from dsm.hashing.checksum import algorithm_of, file_checksum, known_algorithms
+from dsm.hashing.checksum import short_checksum as _short
 from dsm.storage import Location, redact
 from dsm.storage.stores import server_checksum
 
@@ -107,8 +108,3 @@ def check_physical(
             checksum=actual,
         )
     return PhysicalCheck(path=shard.path, status="ok", checksum=actual)
-
-
-def _short(checksum: str) -> str:
-    algorithm, _, digest = checksum.partition(":")
-    return f"{algorithm}:{digest[:12]}.."

@@ -229,7 +229,7 @@ def compute_plan(
     """
     from dsm.commands.bench import bench
     from dsm.commands.cutover.shadow import measure_sample
-    from dsm.commands.diff import compare_schemas
+    from dsm.validators import compatibility as rules
 
     prices = PriceTable.from_dict(spec["prices"], source=str(spec["prices"].get("source", "journal")))
     out_fmt = rewrite_format(spec, source)
@@ -243,7 +243,7 @@ def compute_plan(
             f"the destination {redact(dest.url)} is not empty ({shown}): a cutover writes into an "
             "empty folder"
         )
-    changes = compare_schemas(source.schema, source.schema)  # the rewrite keeps the schema as it is
+    changes = rules.compare_schemas(source.schema, source.schema)  # the rewrite keeps the schema as it is
     breaking = [c.to_dict() for c in changes if c.breaking]
     if breaking and not spec.get("allow_breaking"):
         problems.append(
@@ -408,8 +408,8 @@ def stage_copy(ctx: StageContext) -> dict[str, Any]:
 
 def stage_verify(ctx: StageContext) -> dict[str, Any]:
     """Deep verify of the target, its fingerprint against the source's, its lineage and its schema."""
-    from dsm.commands.diff import compare_schemas
     from dsm.commands.verify import verify
+    from dsm.validators import compatibility as rules
 
     source, target = ctx.source(), ctx.target()
     report = verify(
@@ -439,7 +439,7 @@ def stage_verify(ctx: StageContext) -> dict[str, Any]:
         problems.append(
             f"{target.ref} was not written by cutover {ctx.journal.id} (its lineage does not say so)"
         )
-    changes = compare_schemas(source.schema, target.schema)
+    changes = rules.compare_schemas(source.schema, target.schema)
     breaking = [c for c in changes if c.breaking]
     if breaking and not ctx.spec.get("allow_breaking"):
         problems.append(
