@@ -11,54 +11,21 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from dsm.commands.bench import BenchReport, DatasetBench, WorkerResult
+from dsm.benchmark.results import figure_label
+from dsm.units import format_count, format_rate, format_seconds
 
-__all__ = ["figure_label", "format_count", "format_rate", "format_seconds", "render_html"]
+if TYPE_CHECKING:
+    from dsm.benchmark.results import BenchReport, DatasetBench, WorkerResult
+
+__all__ = ["render_html"]
 
 _PALETTE = ("#2563eb", "#dc2626", "#16a34a", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#4b5563")
 _DATASET_COLORS = ("#2563eb", "#dc2626")
 _CDF_POINTS = 400
 
 
-def format_rate(value: float | None, unit: str = "B") -> str:
-    """``1.3 GB/s``-style text for a per-second figure (decimal prefixes)."""
-    if value is None:
-        return "-"
-    for prefix in ("", "k", "M", "G", "T"):
-        if abs(value) < 1000 or prefix == "T":
-            return f"{value:.3g} {prefix}{unit}/s" if prefix or unit else f"{value:.3g}/s"
-        value /= 1000
-    return f"{value:.3g} P{unit}/s"
-
-
 def _workers(count: int) -> str:
     return f"{count} worker" if count == 1 else f"{count} workers"
-
-
-def format_count(value: float | None) -> str:
-    if value is None:
-        return "-"
-    for prefix in ("", "k", "M", "G"):
-        if abs(value) < 1000 or prefix == "G":
-            return f"{value:.3g}{prefix}" if prefix else f"{value:.3g}"
-        value /= 1000
-    return f"{value:.3g}T"
-
-
-def format_seconds(value: float | None) -> str:
-    """``3.9 µs``, ``1.25 ms``, ``2.10 s``."""
-    if value is None:
-        return "-"
-    if value == 0:
-        return "0 s"
-    if value < 1e-6:
-        return f"{value * 1e9:.3g} ns"
-    if value < 1e-3:
-        return f"{value * 1e6:.3g} µs"
-    if value < 1:
-        return f"{value * 1e3:.3g} ms"
-    return f"{value:.3g} s"
 
 
 # ---------------------------------------------------------------------------------------------- charts
@@ -361,13 +328,6 @@ def _figures_table(b: DatasetBench) -> str:
         + f'<p class="muted">knee: {html.escape(knee.note)}</p>'
         + error_html
     )
-
-
-def figure_label(metric: str) -> str:
-    """``latency_p999_s`` -> ``latency p99.9``; ``bytes_per_s`` -> ``bytes/s``."""
-    text = metric.replace("_per_s", "/s").replace("p999", "p99.9")
-    text = text[:-2] if text.endswith("_s") else text
-    return text.replace("_", " ")
 
 
 def _show(metric: str, value: float | None) -> str:

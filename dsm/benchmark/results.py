@@ -32,6 +32,7 @@ __all__ = [
     "WorkerResult",
     "compare_results",
     "evaluate_gates",
+    "figure_label",
     "find_knee",
 ]
 
@@ -688,3 +689,10 @@ def worker_result(
             shard_paths=shard_paths,
         ),
     )
+
+
+def figure_label(metric: str) -> str:
+    """``latency_p999_s`` -> ``latency p99.9``; ``bytes_per_s`` -> ``bytes/s``."""
+    text = metric.replace("_per_s", "/s").replace("p999", "p99.9")
+    text = text[:-2] if text.endswith("_s") else text
+    return text.replace("_", " ")

@@ -4,7 +4,8 @@ Each stage function takes the run's :class:`StageContext`, does its work, and re
 ``stage_finished`` record keeps; a check that does not hold raises :class:`StageCheckFailed` carrying the
 evidence gathered so far. Every stage is idempotent: run again after a crash, it continues (the rewrite
 resumes from its own journal) or finds its work done (the alias already moved, the status already set).
-The runner, the lease and the journal are in :mod:`dsm.commands.cutover`.
+The runner is :mod:`dsm.commands.cutover.runner`; the plan stage's figures come from
+:mod:`dsm.commands.cutover.plan`.
 """
 
 from __future__ import annotations
@@ -16,54 +17,28 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dsm._testing import kill_point
-from dsm.commands.cutover.estimate import Estimate, Measurements, estimate
 from dsm.commands.cutover.journal import CutoverJournal
 from dsm.commands.cutover.lease import Lease
-from dsm.commands.cutover.prices import PriceTable
+from dsm.commands.cutover.plan import compute_plan
+from dsm.commands.cutover.spec import CutoverSpec
+from dsm.commands.cutover.speed import PLAN_SAMPLE_NAME
 from dsm.commands.cutover.state import CutoverState
-from dsm.contract import Contract, Lineage
-from dsm.engine import Progress, default_workers
+from dsm.contract import Contract
+from dsm.engine import Progress
 from dsm.errors import InputError, StageCheckFailed
 from dsm.registry import Registry
+from dsm.rewrite.journal import JOURNAL_DIR, JOURNAL_FILE, Journal, remove_temporaries
 from dsm.storage import TEMP_MARKER, Location, location, redact
 
 __all__ = [
-    "CutoverPlan",
-    "StageCheckFailed",
+    "STAGE_FUNCTIONS",
     "StageContext",
-    "StampingRegistry",
     "checksums_digest",
-    "compute_plan",
+    "delete_old_data",
     "discard_target",
-    "rewrite_format",
+    "old_version_check",
+    "restore_alias",
 ]
-
-SAMPLE_BYTES = 8 << 20
-"""Stored source bytes the plan decodes, encodes and writes to measure the copy's speeds."""
-PLAN_SAMPLE_NAME = "cutover-plan-sample"
-
-
-class StampingRegistry(Registry):
-    """The registry, seen by the rewrite: every version it publishes records the cutover in its lineage
-    (``lineage.parameters.cutover``) and metadata (``metadata.cutover``)."""
-
-    def __init__(self, base: Registry, cutover_id: str, storage_options: Mapping[str, Any] | None) -> None:
-        super().__init__(base.url, storage_options=storage_options)
-        self.cutover_id = cutover_id
-
-    def publish(self, contract: Contract) -> Contract:
-        lineage = contract.lineage or Lineage(operation="cutover")
-        stamped = contract.evolve(
-            lineage=Lineage(
-                parent=lineage.parent,
-                operation=lineage.operation,
-                parameters={**dict(lineage.parameters), "cutover": self.cutover_id},
-                tool=lineage.tool,
-                created=lineage.created,
-            ),
-            metadata={**dict(contract.metadata), "cutover": self.cutover_id},
-        )
-        return super().publish(stamped)
 
 
 @dataclass(kw_only=True)
@@ -73,7 +48,7 @@ class StageContext:
     registry: Registry
     journal: CutoverJournal
     lease: Lease
-    spec: Mapping[str, Any]
+    spec: CutoverSpec
     storage_options: Mapping[str, Any] | None
     workers: int | None
     progress: Progress | None
@@ -82,15 +57,15 @@ class StageContext:
 
     @property
     def name(self) -> str:
-        return str(self.spec["dataset"])
+        return self.spec.dataset
 
     @property
     def alias(self) -> str:
-        return str(self.spec["alias"])
+        return self.spec.alias
 
     @property
     def source_version(self) -> int:
-        return int(self.spec["source_version"])
+        return self.spec.source_version
 
     def source(self) -> Contract:
         return self.registry.get(self.name, self.source_version)
@@ -111,239 +86,7 @@ def checksums_digest(contract: Contract) -> str:
     return "sha256:" + hashlib.sha256(lines.encode("utf-8")).hexdigest()
 
 
-def rewrite_format(spec: Mapping[str, Any], source: Contract) -> Any:
-    """The target format instance exactly as the rewrite will build it (its options included)."""
-    from dsm.commands.rewrite import target_format, write_options
-
-    rewrite = spec["rewrite"]
-    options = write_options(
-        rewrite.get("compression"),
-        rewrite.get("compression_level"),
-        rewrite.get("row_group_size"),
-        rewrite.get("format_options"),
-    )
-    return target_format(source, str(spec["format"]), options)
-
-
 # ------------------------------------------------------------------------------------------------- plan
-
-
-@dataclass(frozen=True, kw_only=True)
-class CutoverPlan:
-    """What a cutover would do and cost, before anything moves.
-
-    ``layout`` is the target's files (count, first names, rows per file), ``estimate`` the time per stage,
-    bytes, requests, cost and peak extra storage, ``measured`` the speeds they come from, and
-    ``compatibility`` whether the target can replace the source for its readers (``problems`` say why not).
-    """
-
-    dataset: str
-    source: str
-    alias: str
-    destination: str
-    operation: str
-    format: str
-    format_options: Mapping[str, Any]
-    parameters: Mapping[str, Any]
-    layout: Mapping[str, Any]
-    estimate: Estimate | None
-    measured: Measurements | None
-    compatibility: Mapping[str, Any]
-    prices: str
-    notes: tuple[str, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        return bool(self.compatibility.get("ok"))
-
-    @property
-    def problems(self) -> list[str]:
-        return list(self.compatibility.get("problems") or [])
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "dataset": self.dataset,
-            "source": self.source,
-            "alias": self.alias,
-            "destination": self.destination,
-            "operation": self.operation,
-            "format": self.format,
-            "format_options": dict(self.format_options),
-            "parameters": dict(self.parameters),
-            "layout": dict(self.layout),
-            "estimate": self.estimate.to_dict() if self.estimate is not None else None,
-            "measured": self.measured.to_dict() if self.measured is not None else None,
-            "compatibility": dict(self.compatibility),
-            "ok": self.ok,
-            "prices": self.prices,
-            "notes": list(self.notes),
-        }
-
-
-def _layout(spec: Mapping[str, Any], source: Contract, out_fmt: Any, storage_options: Any) -> Any:
-    """The rewrite's own plan of the target files (deterministic, from the contract and the options)."""
-    from dsm.commands.rewrite import estimate_rows_per_shard
-    from dsm.formats import Format
-    from dsm.rewrite.execute import source_format
-    from dsm.rewrite.plan import parse_size, plan_rewrite
-
-    rewrite = spec["rewrite"]
-    rows_per_shard = rewrite.get("rows_per_shard")
-    src_fmt = source_format(source)
-    if rewrite.get("shard_size") is not None:
-        src_loc = location(source.location, storage_options)
-        rows_per_shard = estimate_rows_per_shard(
-            source, src_loc, src_fmt, out_fmt, source.schema.to_arrow(), parse_size(rewrite["shard_size"])
-        )
-    return plan_rewrite(
-        source,
-        out_fmt,
-        operation=str(spec["operation"]),
-        parameters={},
-        num_shards=rewrite.get("num_shards"),
-        rows_per_shard=rows_per_shard,
-        shuffle=bool(rewrite.get("shuffle")),
-        seed=rewrite.get("seed"),
-        splittable_source=type(src_fmt).fragment_count is not Format.fragment_count,
-    )
-
-
-def _dest_files(dest: Location) -> list[str]:
-    from dsm.rewrite.journal import is_journal_path
-
-    return [f.path for f in dest.list_files() if not is_journal_path(f.path)]
-
-
-def compute_plan(
-    spec: Mapping[str, Any],
-    source: Contract,
-    *,
-    registry: Registry,
-    storage_options: Mapping[str, Any] | None,
-    workers: int | None,
-) -> CutoverPlan:
-    """Plan the cutover ``spec`` describes: layout, measured speeds, estimate and compatibility.
-
-    Reads a sample of the source (a short ``dsm bench`` and about 8 MB of rows) and writes one temporary
-    file to the destination, removed at once; nothing else is written.
-    """
-    from dsm.commands.bench import bench
-    from dsm.commands.cutover.shadow import measure_sample
-    from dsm.validators import compatibility as rules
-
-    prices = PriceTable.from_dict(spec["prices"], source=str(spec["prices"].get("source", "journal")))
-    out_fmt = rewrite_format(spec, source)
-    schema = source.schema.to_arrow()
-    problems = [f"format {out_fmt.name} cannot hold field {p}" for p in out_fmt.unsupported(schema)]
-    dest = location(str(spec["destination"]), storage_options)
-    foreign = _dest_files(dest)
-    if foreign:
-        shown = ", ".join(foreign[:3]) + (f" (and {len(foreign) - 3} more)" if len(foreign) > 3 else "")
-        problems.append(
-            f"the destination {redact(dest.url)} is not empty ({shown}): a cutover writes into an "
-            "empty folder"
-        )
-    changes = rules.compare_schemas(source.schema, source.schema)  # the rewrite keeps the schema as it is
-    breaking = [c.to_dict() for c in changes if c.breaking]
-    if breaking and not spec.get("allow_breaking"):
-        problems.append(
-            "the target is not compatible for readers of the source: "
-            + "; ".join(f"{c['field']}: {c['change']}" for c in breaking)
-            + " (pass --allow-breaking to go on)"
-        )
-    classified = {f.name: f.classification for f in source.schema.fields if f.classification}
-    compatibility = {
-        "ok": not problems,
-        "problems": problems,
-        "verdict": "breaking" if breaking else ("compatible" if changes else "identical"),
-        "changes": [c.to_dict() for c in changes],
-        "unsupported": list(out_fmt.unsupported(schema)),
-        "classifications_kept": classified,
-    }
-    layout: dict[str, Any] = {}
-    measured: Measurements | None = None
-    figures: Estimate | None = None
-    notes: list[str] = []
-    rewrite = spec["rewrite"]
-    if not compatibility["unsupported"]:
-        plan = _layout(spec, source, out_fmt, storage_options)
-        rows = [u.rows for u in plan.units]
-        duration = float(spec.get("measure_seconds") or 1.0)
-        report = bench(
-            source,
-            workers=1,
-            duration=duration,
-            mode="bytes",
-            max_errors=None,
-            storage_options=storage_options,
-        )
-        first = report.ref.results[0]
-        speeds = measure_sample(
-            source, out_fmt, dest, sample_bytes=SAMPLE_BYTES, storage_options=storage_options
-        )
-        measured = Measurements(
-            read_bytes_per_s=first.bytes_per_s,
-            sample_rows=speeds.rows,
-            sample_source_bytes=speeds.source_bytes,
-            sample_target_bytes=speeds.target_bytes,
-            decode_seconds=speeds.decode_seconds,
-            encode_seconds=speeds.encode_seconds,
-            fingerprint_seconds=speeds.fingerprint_seconds,
-            write_seconds=speeds.write_seconds,
-            bench={
-                "workers": first.workers,
-                "seconds": duration,
-                "bytes_per_s": first.bytes_per_s,
-                "requests": first.requests,
-                "latency_p50_s": first.latency_s.p50,
-                "latency_p99_s": first.latency_s.p99,
-                "errors": first.errors,
-            },
-        )
-        per_row = speeds.target_bytes / speeds.rows if speeds.rows else 0.0
-        target_sizes = [int(r * per_row) for r in rows]
-        figures = estimate(
-            source_sizes=[s.bytes for s in source.shards],
-            target_sizes=target_sizes,
-            source_protocol=location(source.location, storage_options).protocol,
-            target_protocol=dest.protocol,
-            measured=measured,
-            prices=prices,
-            workers=workers or default_workers(),
-            shuffle=bool(rewrite.get("shuffle")),
-            shadow_seconds=float(spec["gates"]["shadow_duration"]),
-            sample_rows=int(spec["gates"]["sample_rows"]),
-            retain_seconds=float(spec["retain_seconds"]),
-            delete_old=bool(spec["delete_old"]),
-        )
-        names = plan.paths
-        layout = {
-            "files": len(names),
-            "names": names[:3] + (["...", names[-1]] if len(names) > 4 else names[3:]),
-            "rows": sum(rows),
-            "rows_per_file": {"min": min(rows, default=0), "max": max(rows, default=0)},
-            "bytes_estimated": sum(target_sizes),
-            "shuffle": bool(rewrite.get("shuffle")),
-            "seed": rewrite.get("seed"),
-        }
-    else:
-        notes.append("no layout or estimate: the target format cannot hold the schema")
-    return CutoverPlan(
-        dataset=source.name,
-        source=source.ref,
-        alias=str(spec["alias"]),
-        destination=str(spec["destination"]),
-        operation=str(spec["operation"]),
-        format=out_fmt.name,
-        format_options=out_fmt.options(),
-        parameters={k: v for k, v in rewrite.items() if v is not None},
-        layout=layout,
-        estimate=figures,
-        measured=measured,
-        compatibility=compatibility,
-        prices=prices.source,
-        notes=tuple(notes),
-    )
 
 
 def stage_plan(ctx: StageContext) -> dict[str, Any]:
@@ -365,26 +108,20 @@ def stage_plan(ctx: StageContext) -> dict[str, Any]:
 
 
 def stage_copy(ctx: StageContext) -> dict[str, Any]:
-    """The rewrite engine writes and registers the target; called again after a crash, it resumes."""
-    from dsm.commands.rewrite import convert_format, reshard
+    """The rewrite engine writes and registers the target, its lineage naming the cutover; called again
+    after a crash, it resumes (a test's ``copy:N`` crash point fires in the rewrite's journal)."""
+    from dsm.commands.rewrite import rewrite
 
-    source = ctx.source()
-    rewrite = dict(ctx.spec["rewrite"])
-    common: dict[str, Any] = {
-        "registry": StampingRegistry(ctx.registry, ctx.journal.id, ctx.storage_options),
-        "workers": ctx.workers,
-        "storage_options": ctx.storage_options,
-        "progress": ctx.progress,
-    }
-    # a test's copy:N crash point fires in the rewrite's journal (dsm._testing)
-    if ctx.spec["operation"] == "reshard":
-        result = reshard(
-            source, str(ctx.spec["destination"]), to=str(ctx.spec["format"]), **rewrite, **common
-        )
-    else:
-        result = convert_format(
-            source, str(ctx.spec["destination"]), to=str(ctx.spec["format"]), **rewrite, **common
-        )
+    result = rewrite(
+        ctx.source(),
+        ctx.spec.destination,
+        ctx.spec.rewrite,
+        lineage={"cutover": ctx.journal.id},
+        registry=ctx.registry,
+        workers=ctx.workers,
+        storage_options=ctx.storage_options,
+        progress=ctx.progress,
+    )
     target = result.contract
     return {
         "target": target.ref,
@@ -423,7 +160,7 @@ def stage_verify(ctx: StageContext) -> dict[str, Any]:
     problems = [f"shard {s.path}: {s.status}: {s.detail}" for s in report.failures]
     if report.fingerprint_match is False:
         problems.append(f"the rows of {target.ref} do not add up to its contract's fingerprint")
-    shuffled = bool(ctx.spec["rewrite"].get("shuffle"))
+    shuffled = ctx.spec.rewrite.shuffle
     src_fp, tgt_fp = source.fingerprint, target.fingerprint
     same_rows = bool(
         src_fp
@@ -441,7 +178,7 @@ def stage_verify(ctx: StageContext) -> dict[str, Any]:
         )
     changes = rules.compare_schemas(source.schema, target.schema)
     breaking = [c for c in changes if c.breaking]
-    if breaking and not ctx.spec.get("allow_breaking"):
+    if breaking and not ctx.spec.allow_breaking:
         problems.append(
             "not compatible for readers of the source: "
             + "; ".join(f"{c.field}: {c.change}" for c in breaking)
@@ -497,16 +234,16 @@ def stage_shadow(ctx: StageContext) -> dict[str, Any]:
     from dsm.commands.cutover.shadow import compare_sample
 
     source, target = ctx.source(), ctx.target()
-    gates = ctx.spec["gates"]
+    gates = ctx.spec.gates
     report = bench(
         source,
         compare=target,
-        workers=list(gates["shadow_workers"]),
-        duration=float(gates["shadow_duration"]),
+        workers=list(gates.shadow_workers),
+        duration=gates.shadow_duration,
         mode="decode",
-        max_regression=gates.get("max_regression"),
-        max_p99=gates.get("max_p99"),
-        min_throughput=gates.get("min_throughput"),
+        max_regression=gates.max_regression,
+        max_p99=gates.max_p99,
+        min_throughput=gates.min_throughput,
         max_errors=0,
         registry=ctx.registry,
         storage_options=ctx.storage_options,
@@ -515,10 +252,10 @@ def stage_shadow(ctx: StageContext) -> dict[str, Any]:
         f"gate {g.name} on {g.dataset} at {g.workers} workers: measured {g.measured}, limit {g.threshold}"
         for g in report.failed_gates
     ]
-    rows = int(gates["sample_rows"])
+    rows = gates.sample_rows
     sample = None
     if rows > 0:
-        seed = ctx.spec["rewrite"].get("seed") if ctx.spec["rewrite"].get("shuffle") else None
+        seed = ctx.spec.rewrite.seed if ctx.spec.rewrite.shuffle else None
         sample = compare_sample(
             source, target, rows=rows, shuffle_seed=seed, storage_options=ctx.storage_options
         )
@@ -537,7 +274,7 @@ def stage_shadow(ctx: StageContext) -> dict[str, Any]:
             "passed": report.passed,
             "mode": report.mode,
             "metric": metric,
-            "seconds": float(gates["shadow_duration"]),
+            "seconds": gates.shadow_duration,
             "comparison": comparison,
             "gates": [g.to_dict() for g in report.gates],
         },
@@ -719,7 +456,7 @@ def stage_complete(ctx: StageContext) -> dict[str, Any]:
             by=ctx.journal.id,
         )
     evidence: dict[str, Any] = {"deprecated": old.ref, "superseded_by": f"{name}@{target_version}"}
-    if ctx.spec.get("delete_old"):
+    if ctx.spec.delete_old:
         evidence["deleted"] = delete_old_data(ctx, old)
     else:
         evidence["deleted"] = None
@@ -746,10 +483,8 @@ def discard_target(ctx: StageContext, target_version: int | None) -> dict[str, A
     lists, or the rewrite's planned outputs if it never registered), the rewrite's journal, and
     temporary files of those names. Never other files, never the folder. The target version is marked
     retired first; refused while an alias points at it."""
-    from dsm.rewrite.journal import JOURNAL_DIR, JOURNAL_FILE, Journal, remove_temporaries
-
     reg, name = ctx.registry, ctx.name
-    dest = location(str(ctx.spec["destination"]), ctx.storage_options)
+    dest = location(ctx.spec.destination, ctx.storage_options)
     files: set[str] = set()
     if target_version is not None:
         pointing = sorted(a for a, v in reg.aliases(name).items() if v == target_version)
