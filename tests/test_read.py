@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 import dsm
+import dsm.read.iterator
 from dsm.errors import CheckFailed, FormatError, InputError, StateError
 from dsm.read.dataset import Dataset, DatasetIterator, merge_states
 from dsm.read.order import EpochOrder, keyed_permutation, split_batches, split_ranges
@@ -206,7 +207,7 @@ def test_resume_seeks_instead_of_replaying(dataset: Dataset, monkeypatch: pytest
 
     Reads are made one batch at a time here (dsm normally decodes up to 16 MiB at once), so that what is
     decoded before the first row shows exactly."""
-    monkeypatch.setattr(dsm.read.dataset, "READ_BATCH_BYTES", 1)
+    monkeypatch.setattr(dsm.read.iterator, "READ_BATCH_BYTES", 1)
     it = make(dataset)
     for _ in range(ROWS // BATCH - 2):
         next(it)

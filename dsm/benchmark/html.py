@@ -5,19 +5,20 @@ from __future__ import annotations
 import html
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dsm.benchmark.options import HTML_EXTENSIONS, check_output, write_output
 from dsm.benchmark.results import figure_label
 from dsm.units import format_count, format_rate, format_seconds
 
 if TYPE_CHECKING:
     from dsm.benchmark.results import BenchReport, DatasetBench, WorkerResult
 
-__all__ = ["render_html"]
+__all__ = ["render_html", "write_html"]
 
 _PALETTE = ("#2563eb", "#dc2626", "#16a34a", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#4b5563")
 _DATASET_COLORS = ("#2563eb", "#dc2626")
@@ -464,3 +465,9 @@ def render_html(report: BenchReport) -> str:
         "</body></html>",
     ]
     return "\n".join(parts)
+
+
+def write_html(report: BenchReport, path: str, *, storage_options: Mapping[str, Any] | None = None) -> None:
+    """Write the self-contained HTML report (inline SVG plots, no network needed) to ``path``, atomically."""
+    check_output(path, HTML_EXTENSIONS, "output")
+    write_output(path, render_html(report).encode("utf-8"), storage_options)
