@@ -19,9 +19,9 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dsm.benchmark.html import write_html
+from dsm.benchmark.html import write_html as _write_html
 from dsm.benchmark.options import bench_options
-from dsm.benchmark.raw import write_raw
+from dsm.benchmark.raw import write_raw as _write_raw
 from dsm.benchmark.results import BenchReport
 from dsm.benchmark.sweep import run_bench
 from dsm.contract import Contract
@@ -153,7 +153,7 @@ def bench(
         contracts.append(resolve(compare, registry, storage_options))
     report = run_bench(contracts, options, storage_options=storage_options, progress=progress)
     if options.raw is not None:
-        write_raw(report, options.raw, storage_options=storage_options)
+        _write_raw(report, options.raw, storage_options=storage_options)
     if options.output is not None:
-        write_html(report, options.output, storage_options=storage_options)
+        _write_html(report, options.output, storage_options=storage_options)
     return report
