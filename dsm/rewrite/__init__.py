@@ -1,7 +1,9 @@
 """The rewrite engine shared by ``dsm convert-format`` and ``dsm reshard``: plan, journal, execute.
 
+- :mod:`dsm.rewrite.spec`: :class:`~dsm.rewrite.spec.RewriteSpec`, what a rewrite writes, checked.
 - :mod:`dsm.rewrite.plan`: which output files hold which rows (deterministic, from the contract alone).
 - :mod:`dsm.rewrite.execute`: the units that stream record batches into output files (and the shuffle).
+- :mod:`dsm.rewrite.run`: prepare, execute with resume, prove the rows, mark published.
 - :mod:`dsm.rewrite.journal`: what a killed run has completed, at the destination, to resume.
 - :mod:`dsm.hashing.permutation`: the seeded permutation behind ``--shuffle``.
 
