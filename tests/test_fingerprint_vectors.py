@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from dsm.hashing.fingerprint import ALGORITHM, RowDigest, digest_batch, hash_values
+from dsm.fingerprint import ALGORITHM, RowDigest, digest_batch, hash_values
 
 
 def vector_table() -> pa.Table:

@@ -385,7 +385,9 @@ def test_a_resized_shard_is_a_failed_check(tmp_path: Path) -> None:
     assert len(ids(ds.iterator(500, on_error="skip"))) == ROWS - SIZES[0]
 
 
-@pytest.mark.parametrize("module", ["dsm.read.dataset", "dsm.read.cache", "dsm.read.order"])
+@pytest.mark.parametrize(
+    "module", ["dsm.dataset", "dsm.cache", "dsm.order", "dsm.read.dataset", "dsm.read.cache", "dsm.read.order"]
+)
 def test_public_names(module: str) -> None:
     import importlib
 

@@ -94,7 +94,7 @@ def test_convert_chain_keeps_both_fingerprints(
         result = convert_format(
             "web",
             storage.join(f"v{step + 2}-{fmt}"),
-            format=fmt,
+            to=fmt,
             registry=registry_url,
             storage_options=storage.options,
         )
@@ -124,7 +124,7 @@ def test_convert_records_shards_like_register(
     storage = StorageRoot(kind="local", url=str(tmp_path / "store"))
     _register(storage, sample_table, registry_url)
     result = convert_format(
-        "web", str(tmp_path / "out"), format="parquet", compression="snappy", registry=registry_url
+        "web", str(tmp_path / "out"), to="parquet", compression="snappy", registry=registry_url
     )
     again = dsm.register(str(tmp_path / "out"), name="copy", registry=registry_url)
     assert [s.to_dict() for s in again.shards] == [s.to_dict() for s in result.contract.shards]
@@ -142,7 +142,7 @@ def test_nested_type_to_csv_is_refused_before_writing(tmp_path: Path, registry_u
     pq.write_table(table, folder / "part-0.parquet")
     dsm.register(str(folder), name="nested", registry=registry_url)
     with pytest.raises(SchemaError, match=r'"tags".*nothing was written'):
-        convert_format("nested", str(tmp_path / "out"), format="csv", registry=registry_url)
+        convert_format("nested", str(tmp_path / "out"), to="csv", registry=registry_url)
     assert not (tmp_path / "out").exists()
     assert Registry(registry_url).versions("nested") == [1]
 
@@ -160,7 +160,7 @@ def test_reshard_by_count_rows_and_size(
     assert [s.path for s in by_count.contract.shards] == [f"part-{k:05d}-of-00003.parquet" for k in range(3)]
     assert _ids(storage, by_count) == list(range(3000))
 
-    by_rows = reshard("web@1", storage.join("r700"), rows_per_shard=700, format="arrow", **opts)
+    by_rows = reshard("web@1", storage.join("r700"), rows_per_shard=700, to="arrow", **opts)
     assert [s.rows for s in by_rows.contract.shards] == [700, 700, 700, 700, 200]
     assert by_rows.contract.format == "arrow"
     assert _ids(storage, by_rows) == list(range(3000))
@@ -270,7 +270,7 @@ def test_changed_row_fails_the_fingerprint_and_registers_nothing(
     monkeypatch.setattr(execute, "iter_range", tampered)
     # every shard has a changed row; which unit fails first depends on the workers' timing
     with pytest.raises(CheckFailed, match=r"differs from source shard part-0000\d\.parquet"):
-        convert_format("web", str(tmp_path / "conv"), format="arrow", registry=registry_url)
+        convert_format("web", str(tmp_path / "conv"), to="arrow", registry=registry_url)
     with pytest.raises(CheckFailed, match=r"do not match web@1.*nothing was registered"):
         reshard("web", str(tmp_path / "resh"), num_shards=3, registry=registry_url)
     assert Registry(registry_url).versions("web") == [1]
@@ -293,7 +293,7 @@ def test_default_proof_equals_read_back_for_every_format_pair(tmp_path: Path, re
     sources = {"parquet": "web@1"}
     for fmt in format_names():
         if fmt != "parquet" and not get_format(fmt).unsupported(table.schema):
-            made = convert_format("web@1", str(tmp_path / f"src-{fmt}"), format=fmt, registry=registry_url)
+            made = convert_format("web@1", str(tmp_path / f"src-{fmt}"), to=fmt, registry=registry_url)
             sources[fmt] = made.dataset
     assert {"parquet", "jsonl", "csv", "arrow"} <= set(sources)
     for src, ref in sources.items():
@@ -302,7 +302,7 @@ def test_default_proof_equals_read_back_for_every_format_pair(tmp_path: Path, re
                 read_back: convert_format(
                     ref,
                     str(tmp_path / f"{src}-{dst}-{read_back}"),
-                    format=dst,
+                    to=dst,
                     name=f"{src}-{dst}-{int(read_back)}",
                     read_back=read_back,
                     registry=registry_url,
@@ -328,7 +328,7 @@ def test_default_proof_equals_read_back_for_every_format_pair(tmp_path: Path, re
             read_back: convert_format(
                 src_ref,
                 str(tmp_path / f"wds-{step}-{read_back}"),
-                format=dst,
+                to=dst,
                 name="wds" if read_back else f"wds-{step}",
                 read_back=read_back,
                 registry=registry_url,
@@ -343,7 +343,7 @@ def test_default_proof_equals_read_back_for_every_format_pair(tmp_path: Path, re
             num_shards=3,
             shuffle=True,
             seed=5,
-            format="jsonl",
+            to="jsonl",
             name=f"shuffled-{int(read_back)}",
             read_back=read_back,
             registry=registry_url,
@@ -378,11 +378,9 @@ def test_a_writer_that_changes_a_value_is_caught_only_by_read_back(
 
     monkeypatch.setattr(ArrowFormat, "open_writer", corrupting_open)
     with pytest.raises(CheckFailed, match=r"differs from source shard part-0000\d\.parquet"):
-        convert_format(
-            "web", str(tmp_path / "checked"), format="arrow", read_back=True, registry=registry_url
-        )
+        convert_format("web", str(tmp_path / "checked"), to="arrow", read_back=True, registry=registry_url)
     assert Registry(registry_url).versions("web") == [1]
-    unchecked = convert_format("web", str(tmp_path / "unchecked"), format="arrow", registry=registry_url)
+    unchecked = convert_format("web", str(tmp_path / "unchecked"), to="arrow", registry=registry_url)
     monkeypatch.setattr(ArrowFormat, "open_writer", real_open)
     report = dsm.verify(unchecked.dataset, deep=True, registry=registry_url)
     assert not report.ok

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -34,7 +35,7 @@ from dsm.errors import InputError, StateError
 from dsm.read.dataset import Dataset, DatasetIterator
 from dsm.read.dataset import open as open_dataset
 from dsm.read.order import DEFAULT_BLOCK_ROWS, Range, range_rows, remaining_ranges, split_batches
-from dsm.read.state import LOADER_STATE_FORMAT, STATE_FORMAT
+from dsm.read.state import LOADER_STATE_FORMAT, STATE_FORMAT, ReadOrder
 
 __all__ = ["LOADER_STATE_FORMAT", "DataLoader", "IterableDataset", "to_tensors"]
 
@@ -127,18 +128,21 @@ class IterableDataset(tud.IterableDataset):  # type: ignore[type-arg]
             )
         self.dataset = dataset
         self.transform = transform or to_tensors
-        self.arguments: dict[str, Any] = {
-            "batch_size": batch_size,
-            "shuffle": shuffle,
-            "seed": seed,
-            "epoch": epoch,
-            "rank": rank,
-            "world_size": world_size,
-            "drop_last": drop_last,
-            "on_error": on_error,
-            "block_rows": block_rows,
-        }
-        self._iterator()  # validates the arguments and that this rank has work, before any worker starts
+        # Checks the arguments and that this rank has work, before any worker starts.
+        first = dataset.iterator(
+            batch_size,
+            shuffle=shuffle,
+            seed=seed,
+            epoch=epoch,
+            rank=rank,
+            world_size=world_size,
+            drop_last=drop_last,
+            on_error=on_error,
+            block_rows=block_rows,
+        )
+        self.batch_size = first.batch_size
+        self.order: ReadOrder = first.read_order
+        self.on_error = first.on_error
         self._loaded: dict[str, Any] | None = None
         self._slots: list[dict[str, Any]] | None = None
         self._first_slot = 0
@@ -148,12 +152,17 @@ class IterableDataset(tud.IterableDataset):  # type: ignore[type-arg]
     # ----------------------------------------------------------------------------------------- public
 
     @property
+    def arguments(self) -> dict[str, Any]:
+        """The iterator arguments (``batch_size``, the order's, ``on_error``) as a dict."""
+        return {"batch_size": self.batch_size, **self.order.to_dict(), "on_error": self.on_error}
+
+    @property
     def epoch(self) -> int:
-        return int(self.arguments["epoch"])
+        return self.order.epoch
 
     def set_epoch(self, epoch: int) -> None:
         """Read epoch ``epoch`` next (a different shuffle); forgets any progress of the current one."""
-        self.arguments["epoch"] = int(epoch)
+        self.order = replace(self.order, epoch=int(epoch))
         self._iterator()
         self._loaded = None
         self._slots = None
@@ -165,8 +174,8 @@ class IterableDataset(tud.IterableDataset):  # type: ignore[type-arg]
     def batches(self) -> int:
         """Batches this rank yields in a whole epoch."""
         rows = self._iterator().rows_assigned
-        size = int(self.arguments["batch_size"])
-        return rows // size if self.arguments["drop_last"] else -(-rows // size)
+        size = self.batch_size
+        return rows // size if self.order.drop_last else -(-rows // size)
 
     def check_workers(self, num_workers: int) -> None:
         """Refuse (InputError) a worker count that would leave a worker without a batch."""
@@ -244,17 +253,8 @@ class IterableDataset(tud.IterableDataset):  # type: ignore[type-arg]
     # ------------------------------------------------------------------------------------- internals
 
     def _iterator(self) -> DatasetIterator:
-        a = self.arguments
-        return self.dataset.iterator(
-            a["batch_size"],
-            shuffle=a["shuffle"],
-            seed=a["seed"],
-            epoch=a["epoch"],
-            rank=a["rank"],
-            world_size=a["world_size"],
-            drop_last=a["drop_last"],
-            on_error=a["on_error"],
-            block_rows=a["block_rows"],
+        return DatasetIterator(
+            self.dataset, batch_size=self.batch_size, order=self.order, on_error=self.on_error
         )
 
     def _fresh_slots(self, workers: int) -> list[dict[str, Any]]:
@@ -262,21 +262,20 @@ class IterableDataset(tud.IterableDataset):  # type: ignore[type-arg]
         pieces = split_batches(
             [tuple(r) for r in base["ranges"]],  # type: ignore[misc]
             workers,
-            int(self.arguments["batch_size"]),
-            drop_last=bool(self.arguments["drop_last"]),
+            self.batch_size,
+            drop_last=self.order.drop_last,
         )
         return [{**base, "ranges": [list(r) for r in piece], "cursor": 0, "seeks": []} for piece in pieces]
 
     def _begin(self, workers: int) -> None:
         """Fix the workers' pieces before they start: from a loaded state, or fresh for this epoch."""
-        a = self.arguments
         if self._loaded is None:
             self.check_workers(workers)
             slots, first = self._fresh_slots(workers), 0
         else:
             slots, first = self._loaded["slots"], int(self._loaded["next_slot"])
             if len(slots) != workers:
-                slots, first = _regroup(slots, workers, int(a["batch_size"]), bool(a["drop_last"])), 0
+                slots, first = _regroup(slots, workers, self.batch_size, self.order.drop_last), 0
             self._loaded = None
         self._slots = [dict(s) for s in slots]
         self._first_slot = first % workers
