@@ -14,10 +14,10 @@ import importlib.machinery
 import sys
 import types
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["MOVED", "REMOVED_IN", "install"]
+__all__ = ["MOVED", "REMOVED_IN", "forwarding", "install"]
 
 REMOVED_IN = "dsm 0.3"
 
@@ -137,6 +137,32 @@ MOVED: Mapping[str, str | Mapping[str, str]] = {
 homes (``"module:attribute"`` where the name changed too)."""
 
 
+def _take(module: str, name: str, home: str) -> Any:
+    """``name`` from its new ``home`` (``"module"`` or ``"module:attribute"``), warning where it moved."""
+    target, _, attribute = home.partition(":")
+    attribute = attribute or name
+    warnings.warn(
+        f"{module}.{name} moved to {target}.{attribute}; import it from there "
+        f"(the old path works until {REMOVED_IN})",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return getattr(importlib.import_module(target), attribute)
+
+
+def forwarding(module: str, moved: Mapping[str, str]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` for names that moved out of a module that stays: each name of ``moved``
+    (``{name: new module}``) is taken from its new home, with a :class:`DeprecationWarning`."""
+
+    def __getattr__(name: str) -> Any:
+        home = moved.get(name)
+        if home is None:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        return _take(module, name, home)
+
+    return __getattr__
+
+
 def _homes(old: str) -> dict[str, str]:
     target = MOVED[old]
     if isinstance(target, str):
@@ -155,21 +181,7 @@ def _forwarding_module(old: str) -> types.ModuleType:
     if children:
         module.__path__ = []  # a package, so that its moved submodules import
 
-    def __getattr__(name: str) -> Any:
-        home = homes.get(name)
-        if home is None:
-            raise AttributeError(f"module {old!r} has no attribute {name!r}")
-        target, _, attribute = home.partition(":")
-        attribute = attribute or name
-        warnings.warn(
-            f"{old}.{name} moved to {target}.{attribute}; import it from there "
-            f"(the old path works until {REMOVED_IN})",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return getattr(importlib.import_module(target), attribute)
-
-    module.__getattr__ = __getattr__  # type: ignore[method-assign]
+    module.__getattr__ = forwarding(old, homes)  # type: ignore[method-assign]
     module.__dir__ = lambda: sorted(homes)  # type: ignore[method-assign]
     module.__all__ = sorted(homes)  # type: ignore[attr-defined]
     return module

@@ -14,11 +14,10 @@ interleaved with the first, and gates turn the figures into a verdict. See docs/
 
 from __future__ import annotations
 
-import importlib
-import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from dsm._moved import forwarding
 from dsm.benchmark.html import write_html as _write_html
 from dsm.benchmark.options import bench_options
 from dsm.benchmark.raw import write_raw as _write_raw
@@ -56,16 +55,7 @@ _MOVED = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _MOVED.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"{__name__}.{name} moved to {home}.{name}; import it from there (the old path works until dsm 0.3)",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(importlib.import_module(home), name)
+__getattr__ = forwarding(__name__, _MOVED)
 
 
 def bench(

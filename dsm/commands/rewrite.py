@@ -12,12 +12,12 @@ shards, write and prove every file, resume after a crash) -> publish the new con
 
 from __future__ import annotations
 
-import importlib
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from dsm._moved import forwarding
 from dsm._version import tool_name
 from dsm.contract import Contract, Lineage
 from dsm.engine import Progress
@@ -41,16 +41,7 @@ _MOVED = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _MOVED.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"{__name__}.{name} moved to {home}.{name}; import it from there (the old path works until dsm 0.3)",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(importlib.import_module(home), name)
+__getattr__ = forwarding(__name__, _MOVED)
 
 
 @dataclass(frozen=True, kw_only=True)
