@@ -386,7 +386,8 @@ def test_a_resized_shard_is_a_failed_check(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "module", ["dsm.dataset", "dsm.cache", "dsm.order", "dsm.read.dataset", "dsm.read.cache", "dsm.read.order"]
+    "module",
+    ["dsm.dataset", "dsm.cache", "dsm.order", "dsm.read.dataset", "dsm.read.cache", "dsm.read.order"],
 )
 def test_public_names(module: str) -> None:
     import importlib
