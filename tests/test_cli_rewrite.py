@@ -199,6 +199,8 @@ def test_the_old_to_format_spelling_still_works_hidden_with_a_note(monkeypatch: 
         assert "--to " not in help_text.split("Examples")[0].replace("--to FORMAT", "")
     clash = runner.invoke(app, ["convert-format", "web", "out", "--to", "arrow", "--format", "csv"])
     assert clash.exit_code == 2 and "disagree" in clash.stderr
+    missing = runner.invoke(app, ["convert-format", "web", "out"])
+    assert missing.exit_code == 2 and "needs --format FORMAT" in missing.stderr
 
 
 def test_help_has_examples() -> None:

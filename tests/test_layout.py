@@ -233,3 +233,23 @@ def test_the_exit_code_table() -> None:
     assert exit_code(RuntimeError()) is None  # a bug is not turned into a code
     assert sorted({code for _, code, _ in EXIT_CODES}) == [1, 2, 3, 130]
     assert exit_code(errors.ConflictError) == 3 and exit_code(errors.StageCheckFailed) == 1
+
+
+def test_the_old_to_keyword_of_the_rewrites_warns_and_writes_the_same_bytes(
+    tmp_path: Path,
+    sample_table,  # type: ignore[no-untyped-def]
+) -> None:
+    from tests.conftest import write_parquet_shards
+
+    write_parquet_shards(tmp_path / "data", sample_table.slice(0, 500), 2)
+    registry = str(tmp_path / "registry")
+    dsm.register(str(tmp_path / "data"), name="d", registry=registry)
+    new = dsm.convert_format("d@1", str(tmp_path / "new"), format="jsonl", registry=registry, name="n")
+    with pytest.warns(DeprecationWarning, match=r"convert_format\(to=\.\.\.\) is renamed format="):
+        old = dsm.convert_format("d@1", str(tmp_path / "old"), to="jsonl", registry=registry, name="o")
+    assert [s.checksum for s in new.contract.shards] == [s.checksum for s in old.contract.shards]
+    assert new.parameters == old.parameters  # the lineage still records "to": the format written
+    with pytest.warns(DeprecationWarning, match=r"reshard\(to=\.\.\.\)"):
+        dsm.reshard("d@1", str(tmp_path / "r"), num_shards=1, to="csv", registry=registry, name="r")
+    with pytest.raises(dsm.InputError, match="needs the target format"):
+        dsm.convert_format("d@1", str(tmp_path / "none"), registry=registry)

@@ -28,6 +28,7 @@ from dsm.cli.options import (
     storage_options,
 )
 from dsm.cli.render import console, human_bytes, print_json, progress_for
+from dsm.errors import InputError
 
 if TYPE_CHECKING:
     from dsm.commands.rewrite import RewriteResult
@@ -109,10 +110,13 @@ def convert_format(
     """Rewrite a dataset in another format without changing one row, and register it."""
     from dsm.commands import rewrite as rewrite_commands  # imported on use: Arrow loads only when needed
 
+    target = deprecated_format_spelling(format, to, "dsm convert-format")
+    if target is None:
+        raise InputError("dsm convert-format needs --format FORMAT (parquet, jsonl, csv, arrow, webdataset)")
     result = rewrite_commands.convert_format(
         ref,
         dest,
-        format=deprecated_format_spelling(format, to, "dsm convert-format"),
+        format=target,
         compression=compression,
         compression_level=compression_level,
         row_group_size=row_group_size,
