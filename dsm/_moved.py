@@ -136,6 +136,15 @@ MOVED: Mapping[str, str | Mapping[str, str]] = {
 """Old module path -> its new module, or ``{name: new module}`` for a module whose names went to several
 homes (``"module:attribute"`` where the name changed too)."""
 
+EXTRA: Mapping[str, Mapping[str, str]] = {
+    "dsm.dataset": {
+        "ORDER_ARGUMENTS": "dsm.read.state",
+        "READ_BATCH_BYTES": "dsm.read.iterator",
+        "SkippedRows": "dsm.read.state",
+    },
+}
+"""Names an old module had beyond its ``__all__`` that tests and callers reach (settings they patch)."""
+
 
 def _take(module: str, name: str, home: str) -> Any:
     """``name`` from its new ``home`` (``"module"`` or ``"module:attribute"``), warning where it moved."""
@@ -172,18 +181,60 @@ def _homes(old: str) -> dict[str, str]:
     return dict(target)
 
 
+class _ForwardingModule(types.ModuleType):
+    """An old path's module: names are read from, and set on, their new home. A name set through the old
+    path (``monkeypatch.setattr(dsm.dataset, ...)``) and then deleted there gets back the home's value it
+    replaced (what ``monkeypatch`` undoes)."""
+
+    _dsm_homes: dict[str, str]
+
+    def _home_of(self, name: str) -> tuple[types.ModuleType, str] | None:
+        home = self.__dict__.get("_dsm_homes", {}).get(name)
+        if home is None:
+            return None
+        target, _, attribute = home.partition(":")
+        return importlib.import_module(target), attribute or name
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        found = self._home_of(name)
+        if found is None:
+            super().__setattr__(name, value)
+            return
+        module, attribute = found
+        warnings.warn(
+            f"{self.__name__}.{name} moved to {module.__name__}.{attribute}; set it there "
+            f"(the old path works until {REMOVED_IN})",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        replaced = self.__dict__.setdefault("_dsm_replaced", {})
+        replaced.setdefault(name, getattr(module, attribute))
+        setattr(module, attribute, value)
+
+    def __delattr__(self, name: str) -> None:
+        found = self._home_of(name)
+        replaced = self.__dict__.get("_dsm_replaced", {})
+        if found is None or name not in replaced:
+            super().__delattr__(name)
+            return
+        module, attribute = found
+        setattr(module, attribute, replaced.pop(name))
+
+
 def _forwarding_module(old: str) -> types.ModuleType:
-    homes = _homes(old)
-    module = types.ModuleType(
+    public = _homes(old)
+    homes = {**public, **EXTRA.get(old, {})}
+    module = _ForwardingModule(
         old, f"Moved: see {MOVED[old] if isinstance(MOVED[old], str) else 'each name'}."
     )
+    module._dsm_homes = homes
     children = [name for name in MOVED if name.startswith(old + ".")]
     if children:
         module.__path__ = []  # a package, so that its moved submodules import
 
     module.__getattr__ = forwarding(old, homes)  # type: ignore[method-assign]
     module.__dir__ = lambda: sorted(homes)  # type: ignore[method-assign]
-    module.__all__ = sorted(homes)  # type: ignore[attr-defined]
+    module.__all__ = sorted(public)  # type: ignore[attr-defined]
     return module
 
 

@@ -253,3 +253,17 @@ def test_the_old_to_keyword_of_the_rewrites_warns_and_writes_the_same_bytes(
         dsm.reshard("d@1", str(tmp_path / "r"), num_shards=1, to="csv", registry=registry, name="r")
     with pytest.raises(dsm.InputError, match="needs the target format"):
         dsm.convert_format("d@1", str(tmp_path / "none"), registry=registry)
+
+
+def test_a_setting_patched_through_an_old_path_reaches_its_home_and_is_restored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import dsm.read.iterator as home
+
+    before = home.READ_BATCH_BYTES
+    old = importlib.import_module("dsm.dataset")
+    with pytest.warns(DeprecationWarning, match="set it there"):
+        monkeypatch.setattr(old, "READ_BATCH_BYTES", 1)
+    assert home.READ_BATCH_BYTES == 1
+    monkeypatch.undo()
+    assert home.READ_BATCH_BYTES == before

@@ -9,10 +9,9 @@ from typing import Any
 import pytest
 
 import dsm
-import dsm.read.iterator
+from dsm.dataset import Dataset, DatasetIterator, merge_states
 from dsm.errors import CheckFailed, FormatError, InputError, StateError
-from dsm.read.dataset import Dataset, DatasetIterator, merge_states
-from dsm.read.order import EpochOrder, keyed_permutation, split_batches, split_ranges
+from dsm.order import EpochOrder, keyed_permutation, split_batches, split_ranges
 from tests.read_data import ROW_GROUP, ROWS, SIZES, batch_ids, ids, register_local
 
 FORMATS = ["parquet", "jsonl"]
@@ -207,7 +206,7 @@ def test_resume_seeks_instead_of_replaying(dataset: Dataset, monkeypatch: pytest
 
     Reads are made one batch at a time here (dsm normally decodes up to 16 MiB at once), so that what is
     decoded before the first row shows exactly."""
-    monkeypatch.setattr(dsm.read.iterator, "READ_BATCH_BYTES", 1)
+    monkeypatch.setattr(dsm.dataset, "READ_BATCH_BYTES", 1)
     it = make(dataset)
     for _ in range(ROWS // BATCH - 2):
         next(it)
@@ -385,10 +384,7 @@ def test_a_resized_shard_is_a_failed_check(tmp_path: Path) -> None:
     assert len(ids(ds.iterator(500, on_error="skip"))) == ROWS - SIZES[0]
 
 
-@pytest.mark.parametrize(
-    "module",
-    ["dsm.dataset", "dsm.cache", "dsm.order", "dsm.read.dataset", "dsm.read.cache", "dsm.read.order"],
-)
+@pytest.mark.parametrize("module", ["dsm.dataset", "dsm.cache", "dsm.order"])
 def test_public_names(module: str) -> None:
     import importlib
 

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 import dsm
+from dsm.cache import ShardCache
+from dsm.dataset import Dataset
 from dsm.errors import CheckFailed, StorageError
-from dsm.read.cache import ShardCache
-from dsm.read.dataset import Dataset
 from tests.conftest import StorageRoot
 from tests.read_data import ROWS, SIZES, ids, write_shards
 

@@ -12,9 +12,9 @@ import pytest
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'dsm[torch]')")
 
 import dsm  # noqa: E402
+from dsm.dataset import Dataset, merge_states  # noqa: E402
 from dsm.errors import InputError, StateError  # noqa: E402
-from dsm.read.dataset import Dataset, merge_states  # noqa: E402
-from dsm.read.torch import DataLoader, IterableDataset  # noqa: E402
+from dsm.torch import DataLoader, IterableDataset  # noqa: E402
 from tests.read_data import ROWS, ids, register_local  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
