@@ -266,4 +266,4 @@ def test_a_setting_patched_through_an_old_path_reaches_its_home_and_is_restored(
         monkeypatch.setattr(old, "READ_BATCH_BYTES", 1)
     assert home.READ_BATCH_BYTES == 1
     monkeypatch.undo()
-    assert home.READ_BATCH_BYTES == before
+    assert before == home.READ_BATCH_BYTES
