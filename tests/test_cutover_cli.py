@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 
 from dsm.cli.app import app
 from dsm.commands import cutover as cutover_lib
-from dsm.commands.cutover.journal import Owner
-from dsm.commands.cutover.lease import Lease
+from dsm.cutover.journal import Owner
+from dsm.cutover.lease import Lease
 from dsm.errors import InputError
 from dsm.registry import Registry
 from dsm.storage import location

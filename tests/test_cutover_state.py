@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from dsm.commands.cutover.estimate import Measurements, estimate
-from dsm.commands.cutover.journal import CutoverJournal, Owner
-from dsm.commands.cutover.lease import LEASE_FILE, Lease
-from dsm.commands.cutover.prices import load_prices
-from dsm.commands.cutover.shadow import sample_runs
-from dsm.commands.cutover.state import STAGES, derive_state, parse_duration
+from dsm.cutover.estimate import Measurements, estimate
+from dsm.cutover.journal import CutoverJournal, Owner
+from dsm.cutover.lease import LEASE_FILE, Lease
+from dsm.cutover.prices import load_prices
+from dsm.cutover.sample import sample_runs
+from dsm.cutover.state import STAGES, derive_state, parse_duration
 from dsm.errors import ConflictError, ContractError, InputError
 from dsm.storage import location
 

@@ -29,12 +29,12 @@ def test_s3_to_azure_and_back_keeps_the_fingerprint(
     assert source.fingerprint is not None
 
     to_azure = dsm.convert_format(
-        "moved@1", azure_storage.join("jsonl"), format="jsonl", registry=registry_url, storage_options=options
+        "moved@1", azure_storage.join("jsonl"), to="jsonl", registry=registry_url, storage_options=options
     )
     back = dsm.convert_format(
         to_azure.contract,
         s3_storage.join("back"),
-        format="parquet",
+        to="parquet",
         registry=registry_url,
         storage_options=options,
     )

@@ -19,8 +19,8 @@ import pyarrow as pa
 import pytest
 
 import dsm
+from dsm.object_store import request_stats
 from dsm.storage import location
-from dsm.storage.stores import request_stats
 
 from .conftest import StorageRoot, write_parquet_shards
 from .servers import AzuriteServer, MotoServer
