@@ -325,13 +325,23 @@ class Contract:
         except yaml.MarkedYAMLError as exc:
             mark = exc.problem_mark or exc.context_mark
             where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"
-            raise ContractError(f"{source}: YAML syntax error at {where}: {exc.problem or exc}") from None
+            raise ContractError(
+                f"{source}: YAML syntax error at {where}: {exc.problem or exc}",
+                path=source,
+                line=mark.line + 1 if mark else None,
+            ) from None
         except yaml.YAMLError as exc:
-            raise ContractError(f"{source}: not valid YAML: {exc}") from None
+            raise ContractError(f"{source}: not valid YAML: {exc}", path=source) from None
         if not isinstance(data, dict):
-            raise ContractError(f"{source}: a contract is a YAML mapping, got {type(data).__name__}")
-        _check_version(data, source)
-        _validate(data, source, text)
+            raise ContractError(
+                f"{source}: a contract is a YAML mapping, got {type(data).__name__}", path=source
+            )
+        try:
+            _check_version(data, source)
+            _validate(data, source, text)
+        except ContractError as exc:
+            exc.path = exc.path or source
+            raise
         return cls._build(data)
 
     def to_yaml(self) -> str:

@@ -16,7 +16,16 @@
 
 An interrupted command (``KeyboardInterrupt``) keeps what was done and exits 130. The CLI maps every one
 to its exit code in exactly one place, the table beside ``dsm.cli.main``; ``exit_code`` on each class is
-the same code, for Python callers.
+the same code, for Python callers. Any other exception is a bug in dsm: the CLI says so in one line (its
+traceback with ``--debug``) and exits 70.
+
+Every error carries what it is about as attributes, so that programs need not parse messages: ``shard``
+(the shard's path or URL), ``line`` (1-based line of a text file), ``field`` (a schema field) and
+``path`` (any other file, a registry file for instance); :attr:`DsmError.details` holds the ones set.
+
+>>> error = FormatError("shard a.jsonl: line 3: not JSON", shard="a.jsonl", line=3)
+>>> error.details, isinstance(error, ValueError)
+({'shard': 'a.jsonl', 'line': 3}, True)
 """
 
 from __future__ import annotations
@@ -40,9 +49,31 @@ __all__ = [
 
 
 class DsmError(Exception):
-    """Base of every error dsm raises on purpose."""
+    """Base of every error dsm raises on purpose; ``shard``, ``line``, ``field`` and ``path`` say what it is
+    about when that is known (None otherwise)."""
 
     exit_code: int = 2
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        shard: str | None = None,
+        line: int | None = None,
+        field: str | None = None,
+        path: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.shard = shard
+        self.line = line
+        self.field = field
+        self.path = path
+
+    @property
+    def details(self) -> dict[str, Any]:
+        """The attributes that are set, by name (for ``--json`` error documents and callers)."""
+        found = {"shard": self.shard, "line": self.line, "field": self.field, "path": self.path}
+        return {name: value for name, value in found.items() if value is not None}
 
 
 class InputError(DsmError, ValueError):
@@ -80,8 +111,8 @@ class CheckFailed(DsmError):
 class StageCheckFailed(CheckFailed):
     """A cutover stage whose check did not hold (exit 1); ``evidence`` is what it found, for the journal."""
 
-    def __init__(self, message: str, evidence: Mapping[str, Any] | None = None) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, evidence: Mapping[str, Any] | None = None, **about: Any) -> None:
+        super().__init__(message, **about)
         self.evidence = dict(evidence or {})
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "AliasMove",
     "Registry",
     "VersionStatus",
+    "contract_text",
     "default_registry_url",
     "load_contract_file",
     "open_registry",
@@ -158,8 +159,14 @@ class Registry:
             if not known:
                 raise DatasetNotFound(f"no dataset named {name!r} in registry {redact(self.url)}")
             raise DatasetNotFound(f"{name}@{version} does not exist; versions of {name}: {known}")
-        text = self.location.read_bytes(rel).decode("utf-8")
-        contract = Contract.from_yaml(text, source=redact(self.location.url_of(rel)))
+        source = redact(self.location.url_of(rel))
+        contract = Contract.from_yaml(contract_text(self.location.read_bytes(rel), source), source=source)
+        if contract.name != name or contract.version != version:
+            raise ContractError(
+                f"{source}: the file says {contract.name}@{contract.version}, its path {name}@{version}; "
+                "a version file is never edited or moved: restore it (e.g. from version control)",
+                path=source,
+            )
         status = self.statuses(name).get(version)
         return contract.evolve(status=status.status) if status is not None else contract
 
@@ -306,10 +313,23 @@ def _looks_like_path(ref: str) -> bool:
 def load_contract_file(path: str, storage_options: Mapping[str, Any] | None = None) -> Contract:
     """Load a contract from a file path or URL."""
     loc = location(path, storage_options)
-    if not loc.fs.exists(loc.root):
-        raise DatasetNotFound(f"contract file {redact(path)} does not exist")
-    text = loc.fs.cat_file(loc.root).decode("utf-8")
-    return Contract.from_yaml(text, source=redact(path))
+    if not loc.exists():
+        raise DatasetNotFound(f"contract file {redact(path)} does not exist", path=redact(path))
+    return Contract.from_yaml(contract_text(loc.read_bytes(""), redact(path)), source=redact(path))
+
+
+def contract_text(data: bytes, source: str) -> str:
+    """The text of a contract file; :class:`ContractError` naming ``source`` when it is not UTF-8."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ContractError(
+            f"{source}: not UTF-8 text (line {line}, byte {exc.start}); a contract file is UTF-8 YAML: "
+            "restore the file or write it again",
+            path=source,
+            line=line,
+        ) from None
 
 
 def open_registry(

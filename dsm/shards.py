@@ -90,7 +90,7 @@ def open_shard(loc: Location, path: str) -> Iterator[IO[bytes]]:
         with loc.open(path) as handle:
             yield handle
         return
-    with storage_errors(loc.url_of(path)):
+    with storage_errors(loc.url_of(path), loc):
         native = pa.OSFile(loc.path(path), "rb")
     with native:
         yield native  # type: ignore[misc]

@@ -20,6 +20,7 @@ from dsm.cli.app import app
 from dsm.errors import ConflictError, InputError
 from dsm.registry import Registry
 from dsm.storage import compare_and_swap, location, options_for
+from dsm.storage.failures import DEFAULT_ATTEMPTS
 from dsm.storage.s3 import S3Store, s3_full_object_checksum
 from dsm.storage.stores import NonAtomicWriteWarning, request_stats, store_for
 
@@ -193,7 +194,8 @@ def test_dsm_defaults_reach_s3fs_and_user_options_win(s3_storage: StorageRoot) -
     loc = location(s3_storage.url, {**s3_storage.options, "config_kwargs": {"retries": {"max_attempts": 2}}})
     assert loc.fs.s3.meta.config.retries == {"mode": "standard", "total_max_attempts": 3}
     default = location(s3_storage.url, s3_storage.options)
-    assert default.fs.s3.meta.config.retries == {"mode": "standard", "total_max_attempts": 9}
+    # dsm's default: DEFAULT_ATTEMPTS in all, so that an unreachable endpoint is given up on in seconds.
+    assert default.fs.s3.meta.config.retries == {"mode": "standard", "total_max_attempts": DEFAULT_ATTEMPTS}
     assert default.fs.dircache.use_listings_cache is False
 
 

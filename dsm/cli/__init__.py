@@ -1,14 +1,23 @@
 """The ``dsm`` command. Exit codes are assigned here, by :data:`EXIT_CODES`, and nowhere else.
 
 Every command of the app (``dsm.cli.app``) runs inside :class:`CommandGroup`, which turns an exception into
-the exit code of the first row of :data:`EXIT_CODES` it is an instance of, after printing its message
-(credentials redacted) on stderr. A command whose result was shown and failed a check ends with
-:func:`checks_failed`: the same code as :class:`~dsm.errors.CheckFailed`, nothing more printed. An
-exception of no row (a bug) is not hidden.
+the exit code of the first row of :data:`EXIT_CODES` it is an instance of, after saying what happened in
+one line on stderr (credentials redacted; the traceback too with ``--debug`` or ``DSM_DEBUG=1``). With
+``--json`` the error is also one JSON document on stdout::
+
+    {"error": {"type": "StorageError", "message": "...", "exit_code": 3, "shard": "part-00003.parquet"}}
+
+(``shard``, ``line``, ``field`` and ``path`` only when the error knows them). A command whose result was
+shown and failed a check ends with :func:`checks_failed`: the same code as
+:class:`~dsm.errors.CheckFailed`, nothing more printed. An exception outside the ``DsmError`` family is a
+bug in dsm: it is reported as an internal error naming the command, with exit code 70 (``EX_SOFTWARE`` of
+sysexits.h; never 1, which says the data failed a check).
 """
 
 from __future__ import annotations
 
+import os
+import traceback
 from typing import Any, Final, NoReturn
 
 import typer
@@ -16,17 +25,33 @@ from typer.core import TyperGroup
 
 from dsm.errors import CheckFailed, DsmError, InputError, StorageError
 
-__all__ = ["EXIT_CODES", "CommandGroup", "checks_failed", "exit_code", "main"]
+__all__ = [
+    "EXIT_CODES",
+    "INTERNAL_ERROR",
+    "CommandGroup",
+    "checks_failed",
+    "error_document",
+    "exit_code",
+    "main",
+]
+
+INTERNAL_ERROR: Final = 70
+"""The exit code of a bug in dsm (an exception no mapping knows)."""
 
 EXIT_CODES: Final[tuple[tuple[type[BaseException], int, str], ...]] = (
     (CheckFailed, 1, "done, but the data failed a check"),
     (InputError, 2, "bad usage or bad input: nothing was changed"),
+    (typer.TyperException, 2, "bad usage: an unknown option, a missing argument"),
     (StorageError, 3, "storage or environment failure: safe to retry"),
     (DsmError, 2, "any other dsm error: refused before anything changed"),
     (KeyboardInterrupt, 130, "interrupted: what was done is kept"),
+    (Exception, INTERNAL_ERROR, "internal error: a bug in dsm, please report it"),
 )
 """``(exception class, exit code, meaning)``, first match wins (subclasses before their bases). 0 is a
 command that finished with every check held."""
+
+_RESUME = "resume:"
+"""Prefix of a note (``exc.add_note``) by which the library says how to go on after an interruption."""
 
 
 def exit_code(error: BaseException | type[BaseException]) -> int | None:
@@ -40,7 +65,7 @@ def exit_code(error: BaseException | type[BaseException]) -> int | None:
 
 def _code(error: BaseException | type[BaseException]) -> int:
     code = exit_code(error)
-    return 2 if code is None else code  # every DsmError has a row; 2 only guards the type
+    return INTERNAL_ERROR if code is None else code
 
 
 def checks_failed() -> NoReturn:
@@ -48,24 +73,105 @@ def checks_failed() -> NoReturn:
     raise typer.Exit(_code(CheckFailed))
 
 
+def _arguments(ctx: Any) -> list[str]:
+    """The words after ``dsm [global options]``: the command's name, its arguments and options."""
+    return [*getattr(ctx, "_protected_args", ()), *ctx.args]
+
+
+def _command_path(ctx: Any) -> str:
+    words = ["dsm"]
+    group: Any = ctx.command
+    for arg in _arguments(ctx):
+        commands = getattr(group, "commands", None)
+        if arg.startswith("-") or not isinstance(commands, dict) or arg not in commands:
+            break
+        words.append(arg)
+        group = commands[arg]
+    return " ".join(words)
+
+
+def _wants_json(ctx: Any) -> bool:
+    args = _arguments(ctx)
+    return "--json" in (args[: args.index("--")] if "--" in args else args)
+
+
+def _message(exc: BaseException, command: str) -> str:
+    from dsm.storage import redact
+
+    if isinstance(exc, KeyboardInterrupt):
+        how = next(
+            (n[len(_RESUME) :].strip() for n in getattr(exc, "__notes__", ()) if n.startswith(_RESUME)),
+            f"run `{command} ...` again to go on",
+        )
+        return f"interrupted; what was done is kept: {how}"
+    if isinstance(exc, typer.TyperException):
+        return str(exc.format_message())
+    if isinstance(exc, DsmError):
+        return redact(str(exc))
+    text = redact(f"{type(exc).__name__}: {exc}".splitlines()[0])
+    return (
+        f"internal error in `{command}` ({text}): this is a bug in dsm, not a problem with your data; "
+        f"please report it with the output of `dsm --debug {command.removeprefix('dsm ')} ...`"
+    )
+
+
+def error_document(exc: BaseException, command: str) -> dict[str, Any]:
+    """The ``--json`` document of an error: ``{"error": {"type", "message", "exit_code", ...}}``."""
+    if isinstance(exc, KeyboardInterrupt):
+        kind = "Interrupted"
+    elif isinstance(exc, typer.TyperException):
+        kind = "UsageError"
+    elif isinstance(exc, DsmError):
+        kind = type(exc).__name__
+    else:
+        kind = "InternalError"
+    error: dict[str, Any] = {"type": kind, "message": _message(exc, command), "exit_code": _code(exc)}
+    if isinstance(exc, DsmError):
+        from dsm.storage import redact
+
+        error.update({k: redact(v) if isinstance(v, str) else v for k, v in exc.details.items()})
+    elif kind == "InternalError":
+        error["exception"] = type(exc).__name__
+    return {"error": error}
+
+
+def _debug(ctx: Any) -> bool:
+    return bool(ctx.params.get("debug")) or os.environ.get("DSM_DEBUG", "") not in ("", "0")
+
+
 class CommandGroup(TyperGroup):
     """The app's group: runs the chosen command and maps what it raises through :data:`EXIT_CODES`."""
 
     def invoke(self, ctx: Any) -> Any:
-        from rich.markup import escape
-
-        from dsm.cli.render import err_console
-        from dsm.storage import redact
-
+        # Read before the group hands the words on to the command (typer empties them then).
+        command, as_json = _command_path(ctx), _wants_json(ctx)
         try:
             return super().invoke(ctx)
-        except (DsmError, KeyboardInterrupt) as exc:
-            code = _code(exc)
-            if isinstance(exc, KeyboardInterrupt):
-                err_console.print("interrupted; what was done is kept")
-            else:
-                err_console.print(f"[bold red]error:[/] {escape(redact(str(exc)))}", highlight=False)
-            raise typer.Exit(code) from None
+        except (typer.Exit, typer.Abort):
+            raise
+        except typer.TyperException as exc:
+            if not as_json:
+                raise  # typer prints the usage and the problem, exit 2
+            _report(exc, command, as_json=True, debug=_debug(ctx))
+        except (Exception, KeyboardInterrupt) as exc:
+            _report(exc, command, as_json=as_json, debug=_debug(ctx))
+
+
+def _report(exc: BaseException, command: str, *, as_json: bool, debug: bool) -> NoReturn:
+    """Say what ``exc`` means (one line on stderr; the JSON document on stdout) and exit with its code."""
+    from dsm.cli.render import err_console, esc, print_json
+    from dsm.storage import redact
+
+    if debug:
+        err_console.print(esc(redact("".join(traceback.format_exception(exc)))), highlight=False)
+    message = _message(exc, command)
+    if isinstance(exc, KeyboardInterrupt):
+        err_console.print(esc(message), highlight=False)
+    else:
+        err_console.print(f"[bold red]error:[/] {esc(message)}", highlight=False)
+    if as_json:
+        print_json(error_document(exc, command))
+    raise typer.Exit(_code(exc)) from None
 
 
 def main() -> None:

@@ -6,10 +6,11 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
+from dsm.cli import exit_code
 from dsm.cli.options import JsonOpt, RegistryOpt, StorageOpt, storage_options
-from dsm.cli.render import console, human_bytes, print_json
+from dsm.cli.render import SafeTable, console, err_console, esc, human_bytes, print_json
+from dsm.errors import InputError
 
 __all__ = ["add_to", "alias", "ls_", "schema", "show"]
 
@@ -17,33 +18,41 @@ __all__ = ["add_to", "alias", "ls_", "schema", "show"]
 def ls_(
     registry: RegistryOpt = None, storage_option: StorageOpt = None, json_output: JsonOpt = False
 ) -> None:
-    """List the datasets in the registry."""
+    """List the datasets in the registry. A dataset whose files cannot be read is named with its problem
+    (on stderr; ``problem`` in JSON) and the command exits 2 after listing the others."""
     import dsm.commands.catalog as catalog
 
     entries = catalog.ls(registry=registry, storage_options=storage_options(storage_option))
+    problems = [e for e in entries if e.problem is not None]
     if json_output:
         print_json([e.to_dict() for e in entries])
-        return
-    table = Table(title="datasets")
-    for column in ("name", "latest", "versions", "aliases", "format", "shards", "rows", "size"):
-        table.add_column(column)
-    for e in entries:
-        aliases = ", ".join(f"{a}→{v}" for a, v in sorted(e.aliases.items()))
-        rows = e.latest.total_rows
-        table.add_row(
-            e.name,
-            str(e.latest.version),
-            str(len(e.versions))
-            + "".join(
-                f" ({k}: {s})" for k, s in sorted(e.statuses.items()) if s in ("deprecated", "retired")
-            ),
-            aliases,
-            e.latest.format,
-            str(len(e.latest.shards)),
-            f"{rows:,}" if rows is not None else "-",
-            human_bytes(e.latest.total_bytes),
+    else:
+        table = SafeTable(
+            "name", "latest", "versions", "aliases", "format", "shards", "rows", "size", title="datasets"
         )
-    console.print(table)
+        for e in entries:
+            if e.latest is None:
+                continue
+            aliases = ", ".join(f"{a}→{v}" for a, v in sorted(e.aliases.items()))
+            rows = e.latest.total_rows
+            lifecycle = "".join(
+                f" ({k}: {s})" for k, s in sorted(e.statuses.items()) if s in ("deprecated", "retired")
+            )
+            table.add_row(
+                e.name,
+                str(e.latest.version),
+                f"{len(e.versions)}{lifecycle}",
+                aliases,
+                e.latest.format,
+                str(len(e.latest.shards)),
+                f"{rows:,}" if rows is not None else "-",
+                human_bytes(e.latest.total_bytes),
+            )
+        console.print(table)
+        for e in problems:
+            err_console.print(f"[bold red]error:[/] dataset {esc(e.name)}: {esc(e.problem)}", highlight=False)
+    if problems:
+        raise typer.Exit(exit_code(InputError) or 2)
 
 
 def show(
@@ -80,7 +89,7 @@ def alias(
         print_json(move.to_dict())
         return
     before = f"was {move.previous}" if move.previous is not None else "new"
-    console.print(f"{move.name}@{move.alias} → {move.version} ({before})")
+    console.print(f"{esc(move.name)}@{esc(move.alias)} → {move.version} ({before})")
     if not move.atomic:
         console.print("  warning: this registry's store has no conditional writes; the move was not atomic")
 

@@ -4,6 +4,12 @@ The consoles wrap at the terminal's width only when they write to a terminal; pi
 never wrapped (a path, a URL, an error message stays whole), so scripts and tests read the same text
 whatever the width of the terminal and the length of the paths. Numbers are written by the formatters of
 :mod:`dsm.units` (``human_bytes``, ``si``, ``seconds``, ``duration``, ``money`` here).
+
+Values are printed as they are, never read as rich markup (``timestamp[ms]`` stays ``timestamp[ms]``, a
+path with brackets stays whole): :func:`esc` escapes a value put into a markup string, and every table is a
+:class:`SafeTable`, whose cells and titles are plain text (a styled cell is :func:`styled`) and are never
+cut: a value too long for a terminal folds onto the next line instead of ending in "…", and piped nothing
+wraps at all.
 """
 
 from __future__ import annotations
@@ -12,7 +18,8 @@ import json
 import sys
 from typing import Any
 
-from rich.console import Console, ConsoleDimensions
+from rich.console import Console, ConsoleDimensions, ConsoleOptions, RenderResult
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -21,6 +28,8 @@ from rich.progress import (
     TimeRemainingColumn,
     TransferSpeedColumn,
 )
+from rich.table import Table
+from rich.text import Text
 
 from dsm.units import format_bytes as human_bytes
 from dsm.units import format_duration as duration
@@ -31,15 +40,18 @@ from dsm.units import format_si as si
 __all__ = [
     "PIPE_WIDTH",
     "BarProgress",
+    "SafeTable",
     "console",
     "duration",
     "err_console",
+    "esc",
     "human_bytes",
     "money",
     "print_json",
     "progress_for",
     "seconds",
     "si",
+    "styled",
 ]
 
 PIPE_WIDTH = 100_000
@@ -62,6 +74,51 @@ class _StreamConsole(Console):
 
 console = _StreamConsole()
 err_console = _StreamConsole(stderr=True)
+
+
+def esc(value: Any) -> str:
+    """``value`` as text for a rich markup string, printed as it is (``[`` escaped); None is ``-``.
+
+    >>> esc("timestamp[ms]")
+    'timestamp\\[ms]'
+    """
+    return "-" if value is None else escape(str(value))
+
+
+def styled(value: Any, style: str) -> Text:
+    """A table cell or line holding ``value`` as it is, in ``style`` (``"bold red"``)."""
+    return Text("-" if value is None else str(value), style=style)
+
+
+def _plain(cell: Any) -> Any:
+    return Text(cell) if isinstance(cell, str) else cell
+
+
+class SafeTable(Table):
+    """A rich table that shows every value whole and as it is.
+
+    String cells, headers and the title are plain text, not markup (pass :func:`styled` cells for style).
+    Columns fold a value too long for the terminal onto more lines instead of cutting it with "…", and the
+    title is a line of its own above the table (rich would wrap it to the table's width).
+    """
+
+    def __init__(self, *headers: str, title: str | None = None, **options: Any) -> None:
+        super().__init__(**options)
+        self.heading = title
+        for header in headers:
+            self.add_column(header)
+
+    def add_column(self, header: Any = "", *args: Any, **options: Any) -> None:  # type: ignore[override]
+        options.setdefault("overflow", "fold")
+        super().add_column(_plain(header), *args, **options)
+
+    def add_row(self, *cells: Any, **options: Any) -> None:
+        super().add_row(*(_plain(cell) for cell in cells), **options)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if self.heading:
+            yield Text(self.heading, style="table.title")
+        yield from super().__rich_console__(console, options)
 
 
 def print_json(data: Any) -> None:

@@ -16,7 +16,7 @@ from dsm.contract import Contract, Lineage, Schema
 from dsm.engine import NullProgress, Progress, map_units
 from dsm.errors import ContractError, InputError, SchemaError
 from dsm.formats import Format, detect_format, get_format
-from dsm.registry import Registry, load_contract_file, open_registry
+from dsm.registry import Registry, contract_text, load_contract_file, open_registry
 from dsm.shards import DescribedShard, contract_location, dataset_fingerprint, describe_shard, shard_schema
 from dsm.storage import FileInfo, Location, location, redact
 from dsm.units import utc_now_text
@@ -89,9 +89,9 @@ def _schema_from_option(schema: str | Schema | Contract, registry: Registry) -> 
         return schema.schema
     if schema.endswith((".yaml", ".yml")):
         loc = location(schema)
-        if not loc.fs.exists(loc.root):
-            raise InputError(f"schema file {schema} does not exist")
-        text = loc.fs.cat_file(loc.root).decode("utf-8")
+        if not loc.exists():
+            raise InputError(f"schema file {schema} does not exist", path=schema)
+        text = contract_text(loc.read_bytes(""), schema)
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:

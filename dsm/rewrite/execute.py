@@ -349,7 +349,7 @@ class _SpillReaders:
         if unit not in self._open:
             path = self._ctx.spill_paths[unit]
             dest = self._ctx.dest
-            handle: Any = pa.OSFile(dest.path(path)) if dest.is_local else dest.open(path)
+            handle: Any = pa.OSFile(dest.path(path)) if dest.is_local else dest.open_handle(path)
             self._open[unit] = (handle, ipc.open_file(handle))
         return self._open[unit][1].get_batch(index)
 

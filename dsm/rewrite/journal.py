@@ -106,7 +106,7 @@ class Journal:
 def remove_temporaries(dest: Location, names: set[str]) -> int:
     """Delete temporary files a killed run left at ``dest`` for the files called ``names`` (or for journal
     files); other temporary files are not dsm's to judge and stay. Returns how many were removed."""
-    with storage_errors(dest.url):
+    with storage_errors(dest.url, dest):
         if not dest.fs.exists(dest.root):
             return 0
         found = dest.fs.find(dest.root, withdirs=False)
@@ -124,7 +124,7 @@ def remove_temporaries(dest: Location, names: set[str]) -> int:
             folder == JOURNAL_DIR and target.startswith("_")
         )
         if ours:
-            with storage_errors(dest.url_of(rel)):
+            with storage_errors(dest.url_of(rel), dest):
                 dest.fs.rm(full)
             removed += 1
     return removed

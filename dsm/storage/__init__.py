@@ -1,7 +1,9 @@
 """Storage: every path dsm touches goes through fsspec, addressed by URL; one module per concern.
 
 - :mod:`dsm.storage.location`: :class:`Location` (list, open, atomic writes, create-exclusive) and
-  :func:`location`, :func:`compare_and_swap`, :func:`storage_errors`.
+  :func:`location`, :func:`compare_and_swap`.
+- :mod:`dsm.storage.failures`: :func:`storage_errors`, the one place a storage exception becomes a dsm
+  error (exit codes 2 and 3), and the bounded retries of unreachable stores.
 - :mod:`dsm.storage.options`: ``DSM_STORAGE_OPTIONS`` and options layered by protocol or URL prefix.
 - :mod:`dsm.storage.secrets`: :func:`redact`, :func:`public_url`, :func:`remember_secret`.
 - :mod:`dsm.storage.stores`: the :class:`ObjectStore` base and the registry of stores by protocol; one
@@ -12,6 +14,7 @@
 ('memory', [])
 """
 
+from dsm.storage.failures import storage_error, storage_errors
 from dsm.storage.location import (
     TEMP_MARKER,
     FileInfo,
@@ -19,7 +22,6 @@ from dsm.storage.location import (
     compare_and_swap,
     is_temporary,
     location,
-    storage_errors,
 )
 from dsm.storage.options import options_for, protocol_of, storage_options_from_env
 from dsm.storage.secrets import public_url, redact, remember_secret
@@ -36,6 +38,7 @@ __all__ = [
     "public_url",
     "redact",
     "remember_secret",
+    "storage_error",
     "storage_errors",
     "storage_options_from_env",
 ]

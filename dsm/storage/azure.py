@@ -2,7 +2,9 @@
 
 ``Content-MD5`` is a property any client may set, so it is used as a server checksum only after dsm
 compared it with the bytes it read itself; on blobs dsm uploads it sets it from the bytes written. Retries
-are the azure-core retry policy of the client adlfs builds, tuned and counted by dsm.
+are the azure-core retry policy of the client adlfs builds, tuned and counted by dsm: ``attempts`` in all,
+each with a ``connect_timeout`` (dsm's storage options). What azure-core raises becomes a dsm error in
+:meth:`AzureBlobStore.translate_error`.
 """
 
 from __future__ import annotations
@@ -11,14 +13,17 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from dsm.errors import ConflictError, DatasetNotFound, StorageError
+from dsm.errors import ConflictError, DatasetNotFound, DsmError, StorageError
+from dsm.storage.failures import DEFAULT_ATTEMPTS, DEFAULT_CONNECT_TIMEOUT, unreachable
 from dsm.storage.secrets import redact
 from dsm.storage.stores import (
+    RETRY_OPTIONS,
     STATS_ATTR,
     ObjectStore,
     RequestStats,
     ServerChecksum,
     conflict,
+    constructor_options,
     run_on_loop,
     stats_lock,
 )
@@ -40,7 +45,7 @@ class AzureBlobStore(ObjectStore):
     # The SDK's default waits 15 s before the first retry; dsm starts at 1 s and backs off exponentially.
     own_options = frozenset({"retry_total", "retry_backoff", "retry_backoff_base", "retry_jitter"})
     _RETRY_DEFAULTS: ClassVar[dict[str, float]] = {
-        "retry_total": 5,
+        "retry_total": DEFAULT_ATTEMPTS - 1,
         "retry_backoff": 1.0,
         "retry_backoff_base": 2,
         "retry_jitter": 0.5,
@@ -53,7 +58,78 @@ class AzureBlobStore(ObjectStore):
     }
 
     def default_options(self) -> dict[str, Any]:
-        return {"use_listings_cache": False, "default_cache_type": "readahead", **self._RETRY_DEFAULTS}
+        return {
+            "use_listings_cache": False,
+            "default_cache_type": "readahead",
+            "connection_timeout": DEFAULT_CONNECT_TIMEOUT,
+            **self._RETRY_DEFAULTS,
+        }
+
+    def accepted_options(self) -> frozenset[str] | None:
+        try:
+            from adlfs import AzureBlobFileSystem
+        except ImportError:  # location() says what to install
+            return None
+        return constructor_options(AzureBlobFileSystem)
+
+    def filesystem_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        out = {k: v for k, v in options.items() if k not in RETRY_OPTIONS}
+        if "attempts" in options:
+            out["retry_total"] = max(0, int(options["attempts"]) - 1)
+        if "connect_timeout" in options:
+            # adlfs hands whole seconds to aiohttp's connect timeout; a fraction would be cut to 0 (none).
+            out["connection_timeout"] = max(1, round(float(options["connect_timeout"])))
+        return out
+
+    def retry_settings(self, options: Mapping[str, Any]) -> tuple[int | None, float | None]:
+        total = options.get("retry_total")
+        timeout = options.get("connection_timeout")
+        return (
+            int(total) + 1 if total is not None else None,
+            float(timeout) if timeout is not None else None,
+        )
+
+    def translate_error(
+        self, exc: BaseException, where: str, *, loc: Location | None, elapsed: float | None
+    ) -> DsmError | None:
+        """azure-core's exceptions as dsm errors (adlfs raises them as they are, or as their cause)."""
+        cause = exc if _is_azure(exc) else exc.__cause__
+        if cause is None or not _is_azure(cause):
+            return None
+        from azure.core.exceptions import (
+            ClientAuthenticationError,
+            HttpResponseError,
+            ResourceExistsError,
+            ResourceModifiedError,
+            ResourceNotFoundError,
+            ServiceRequestError,
+            ServiceResponseError,
+        )
+
+        if isinstance(cause, (ResourceExistsError, ResourceModifiedError)):
+            return ConflictError(f"{where}: lost a race with another writer; retry", path=where)
+        if isinstance(cause, ResourceNotFoundError):
+            return DatasetNotFound(f"{where}: not found (does the container exist?)", path=where)
+        if isinstance(cause, ClientAuthenticationError):
+            code = getattr(cause, "error_code", None) or "AuthenticationFailed"
+            return StorageError(
+                f"{where}: the Azure credentials were refused ({code}): check the account key, SAS token "
+                "or connection string",
+                path=where,
+            )
+        if isinstance(cause, (ServiceRequestError, ServiceResponseError)):
+            endpoint = None
+            if loc is not None:
+                endpoint = getattr(getattr(loc.fs, "service_client", None), "url", None)
+            reason = redact(str(cause).splitlines()[0]) if str(cause) else type(cause).__name__
+            return unreachable(where, endpoint, reason, loc=loc, elapsed=elapsed)
+        if isinstance(cause, HttpResponseError) and cause.status_code == 403:
+            code = getattr(cause, "error_code", None) or "403"
+            return StorageError(
+                f"{where}: permission denied ({code}): the credentials may not do this here", path=where
+            )
+        first = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
+        return StorageError(f"{where}: Azure request failed: {redact(first)}", path=where)
 
     def prepare(self, fs: Any, options: Mapping[str, Any] | None = None) -> None:
         """Tune the retry policy of ``fs``'s blob client and count the retries it makes."""
@@ -89,20 +165,10 @@ class AzureBlobStore(ObjectStore):
         return str(container), str(blob)
 
     def _raise(self, loc: Location, rel: str, exc: Exception, action: str) -> None:
-        from azure.core.exceptions import (
-            ClientAuthenticationError,
-            ResourceExistsError,
-            ResourceModifiedError,
-            ResourceNotFoundError,
-        )
-
         where = redact(loc.url_of(rel))
-        if isinstance(exc, (ResourceExistsError, ResourceModifiedError)):
-            raise ConflictError(f"{where}: {action} lost a race with another writer; retry") from None
-        if isinstance(exc, ResourceNotFoundError):
-            raise DatasetNotFound(f"{where}: not found (does the container exist?)") from None
-        if isinstance(exc, ClientAuthenticationError):
-            raise StorageError(f"{where}: authentication failed; check the credentials") from None
+        found = self.translate_error(exc, where, loc=loc, elapsed=None)
+        if found is not None:
+            raise found from exc
         raise StorageError(f"{where}: {action} failed: {redact(str(exc).splitlines()[0])}") from None
 
     def watch_upload(self, handle: Any) -> Callable[[], None]:
@@ -210,3 +276,7 @@ class AzureBlobStore(ObjectStore):
             etag=str(found.etag).strip('"') if found.etag else None,
             confirm=True,
         )
+
+
+def _is_azure(exc: BaseException) -> bool:
+    return type(exc).__module__.startswith("azure.")

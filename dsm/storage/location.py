@@ -25,7 +25,8 @@ from typing import IO, Any
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from dsm.errors import ConflictError, DatasetNotFound, InputError, StorageError
+from dsm.errors import ConflictError, InputError
+from dsm.storage.failures import storage_errors
 from dsm.storage.options import LOCAL_PROTOCOLS, options_for, protocol_of, storage_options_from_env
 from dsm.storage.secrets import URL_USERINFO, redact, remember_option_secrets, remember_secret
 from dsm.storage.stores import ObjectStore, install_hint, store_for
@@ -42,23 +43,6 @@ __all__ = [
 
 TEMP_MARKER = ".dsm-tmp-"
 """Infix of every temporary name dsm writes; such files are never data and are skipped by scans."""
-
-
-@contextlib.contextmanager
-def storage_errors(what: str) -> Iterator[None]:
-    """Turn filesystem exceptions into dsm errors that name ``what`` (a path or URL, redacted)."""
-    try:
-        yield
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
-        raise DatasetNotFound(f"{redact(what)}: not found ({redact(str(exc))})") from None
-    except PermissionError as exc:
-        raise StorageError(f"{redact(what)}: permission denied ({redact(str(exc))})") from None
-    except ImportError as exc:
-        raise InputError(f"{redact(what)}: a storage backend is missing: {exc}") from None
-    except OSError as exc:
-        if isinstance(exc, StorageError):
-            raise
-        raise StorageError(f"{redact(what)}: storage failure: {redact(str(exc))}") from None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,6 +93,10 @@ class Location:
         """Whether ``create_exclusive`` and ``compare_and_swap`` are atomic here (not check-then-write)."""
         return self.is_local or self.store.atomic
 
+    def _errors(self, rel: str = "") -> contextlib.AbstractContextManager[None]:
+        """Map what the filesystem raises for ``rel`` (:mod:`dsm.storage.failures`)."""
+        return storage_errors(self.url_of(rel), self)
+
     def path(self, rel: str = "") -> str:
         """The filesystem path of ``rel`` under the root."""
         if not rel:
@@ -124,20 +112,21 @@ class Location:
         return Location(url=self.url_of(rel), fs=self.fs, root=self.path(rel), options=self.options)
 
     def exists(self, rel: str = "") -> bool:
-        with storage_errors(self.url_of(rel)):
+        with self._errors(rel):
             return bool(self.fs.exists(self.path(rel)))
 
     def isdir(self, rel: str = "") -> bool:
-        with storage_errors(self.url_of(rel)):
+        with self._errors(rel):
             return bool(self.fs.isdir(self.path(rel)))
 
     def size(self, rel: str) -> int:
-        with storage_errors(self.url_of(rel)):
+        with self._errors(rel):
             return int(self.fs.size(self.path(rel)))
 
-    def list_files(self, *, recursive: bool = True) -> list[FileInfo]:
-        """Every file below the root (not temporary ones), sorted by path; ``[]`` when the root is absent."""
-        with storage_errors(self.url):
+    def list_files(self, *, recursive: bool = True, temporary: bool = False) -> list[FileInfo]:
+        """Every file below the root (temporary ones only with ``temporary``), sorted by path; ``[]`` when
+        the root is absent."""
+        with self._errors():
             if not self.fs.exists(self.root):
                 return []
             if not self.fs.isdir(self.root):
@@ -150,21 +139,30 @@ class Location:
             if info.get("type", "file") != "file":
                 continue
             rel = full[len(prefix) :] if full.startswith(prefix) else posixpath.basename(full)
-            if is_temporary(rel):
+            if is_temporary(rel) and not temporary:
                 continue
             files.append(FileInfo(path=rel, size=int(info.get("size") or 0)))
         return sorted(files, key=lambda f: f.path)
 
-    def open(self, rel: str, mode: str = "rb", **kwargs: Any) -> IO[Any]:
-        with storage_errors(self.url_of(rel)):
+    @contextlib.contextmanager
+    def open(self, rel: str, mode: str = "rb", **kwargs: Any) -> Iterator[IO[Any]]:
+        """``with loc.open(rel) as handle:`` the file, closed at the end of the block. What storage raises
+        while the block reads or writes it is mapped too, naming ``rel`` (a decoding error is not)."""
+        with self._errors(rel), self.fs.open(self.path(rel), mode, **kwargs) as handle:
+            yield handle
+
+    def open_handle(self, rel: str, mode: str = "rb", **kwargs: Any) -> IO[Any]:
+        """The open file itself, for a caller that keeps it past one block and closes it (only the open is
+        mapped by :mod:`dsm.storage.failures`, not later reads: prefer :meth:`open`)."""
+        with self._errors(rel):
             return self.fs.open(self.path(rel), mode, **kwargs)  # type: ignore[no-any-return]
 
     def read_bytes(self, rel: str) -> bytes:
-        with storage_errors(self.url_of(rel)):
+        with self._errors(rel):
             return bytes(self.fs.cat_file(self.path(rel)))
 
     def makedirs(self, rel: str = "") -> None:
-        with storage_errors(self.url_of(rel)):
+        with self._errors(rel):
             self.fs.makedirs(self.path(rel), exist_ok=True)
 
     def temp_name(self, rel: str) -> str:
@@ -186,14 +184,14 @@ class Location:
             return
         tmp = self.temp_name(rel)
         parent = posixpath.dirname(self.path(rel))
-        with storage_errors(self.url_of(rel)):
+        with self._errors(rel):
             if parent and self.is_local:
                 self.fs.makedirs(parent, exist_ok=True)
             handle = self.fs.open(self.path(tmp), "wb")
         try:
-            with handle:
+            with self._errors(rel), handle:  # a write that fails (out of space...) names ``rel``
                 yield handle
-            with storage_errors(self.url_of(rel)):
+            with self._errors(rel):
                 self.fs.mv(self.path(tmp), self.path(rel))
         except BaseException:
             with contextlib.suppress(Exception):
@@ -202,18 +200,19 @@ class Location:
 
     @contextlib.contextmanager
     def _direct_writer(self, rel: str) -> Iterator[IO[bytes]]:
-        with storage_errors(self.url_of(rel)):
+        with self._errors(rel):
             handle = self.fs.open(self.path(rel), "wb")
         before_commit = self.store.watch_upload(handle)
         try:
-            yield handle
+            with self._errors(rel):
+                yield handle
         except BaseException:
             # Never close(): closing commits what was written. Abort the upload and mark the file closed.
             with contextlib.suppress(Exception):
                 handle.discard()
             handle.closed = True
             raise
-        with storage_errors(self.url_of(rel)):
+        with self._errors(rel):
             before_commit()
             handle.close()
 
@@ -230,9 +229,9 @@ class Location:
         """
         if self.is_local:
             final = self.path(rel)
-            os.makedirs(os.path.dirname(final) or ".", exist_ok=True)
             tmp = self.path(self.temp_name(rel))
-            with storage_errors(self.url_of(rel)):
+            with self._errors(rel):
+                os.makedirs(os.path.dirname(final) or ".", exist_ok=True)
                 with open(tmp, "wb") as handle:
                     handle.write(data)
                     handle.flush()
@@ -246,11 +245,11 @@ class Location:
                 finally:
                     os.unlink(tmp)
             return
-        with storage_errors(self.url_of(rel)):
+        with self._errors(rel):
             self.store.create_exclusive(self, rel, data)
 
     def remove(self, rel: str) -> None:
-        with storage_errors(self.url_of(rel)):
+        with self._errors(rel):
             self.fs.rm(self.path(rel))
 
 
@@ -291,7 +290,11 @@ def location(url: str, storage_options: Mapping[str, Any] | None = None) -> Loca
     store = store_for(protocol) if protocol not in LOCAL_PROTOCOLS else None
     defaults = store.default_options() if store is not None else {}
     options = {**options_for(url, {protocol: defaults}, env_options, storage_options), **url_credentials}
-    own = {k: options.pop(k) for k in list(options) if store is not None and k in store.own_options}
+    own: dict[str, Any] = {}
+    if store is not None:
+        store.check_options(url, options)
+        options = store.filesystem_options(options)
+        own = {k: options.pop(k) for k in list(options) if k in store.own_options}
     try:
         fs, root = fsspec.core.url_to_fs(url, **options)
     except ImportError as exc:
@@ -309,7 +312,12 @@ def location(url: str, storage_options: Mapping[str, Any] | None = None) -> Loca
         root = os.path.abspath(root)
     elif store is not None:
         store.prepare(fs, own)
-    return Location(url=url, fs=fs, root=root.rstrip("/") if root not in ("/", "") else root, options=options)
+    return Location(
+        url=url,
+        fs=fs,
+        root=root.rstrip("/") if root not in ("/", "") else root,
+        options={**options, **own},
+    )
 
 
 def compare_and_swap(loc: Location, rel: str, expected: bytes | None, new: bytes) -> bool:
@@ -325,8 +333,9 @@ def compare_and_swap(loc: Location, rel: str, expected: bytes | None, new: bytes
         import fcntl
 
         target = loc.path(rel)
-        os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
-        with storage_errors(loc.url_of(rel)), open(target + ".lock", "a+b") as lock:
+        with storage_errors(loc.url_of(rel), loc):
+            os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+        with storage_errors(loc.url_of(rel), loc), open(target + ".lock", "a+b") as lock:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
             try:
                 current = open(target, "rb").read() if os.path.exists(target) else None  # noqa: SIM115
@@ -336,6 +345,6 @@ def compare_and_swap(loc: Location, rel: str, expected: bytes | None, new: bytes
             finally:
                 fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
         return True
-    with storage_errors(loc.url_of(rel)):
+    with storage_errors(loc.url_of(rel), loc):
         loc.store.compare_and_swap(loc, rel, expected, new)
     return loc.store.atomic

@@ -4,8 +4,9 @@ A version is created with ``PutObject`` + ``If-None-Match: *``; an alias moves w
 ``If-Match: <ETag read with the old bytes>``. A lost race is HTTP 412 (or 409 while another conditional
 write is in flight) and becomes :class:`~dsm.errors.ConflictError`. Server checksums come from
 ``HeadObject`` with ``ChecksumMode=ENABLED``; only full-object ones are used. Transient errors are retried
-by botocore (``config_kwargs={"retries": ...}``; dsm's default is the ``standard`` mode), and retries are
-counted per filesystem from botocore's events.
+by botocore in its ``standard`` mode, ``attempts`` times in all with a ``connect_timeout`` each (dsm's
+storage options, turned into ``config_kwargs``), and retries are counted per filesystem from botocore's
+events. What botocore and s3fs raise becomes a dsm error in :meth:`S3Store.translate_error`.
 """
 
 from __future__ import annotations
@@ -15,14 +16,17 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from dsm.errors import ConflictError, DatasetNotFound, StorageError
+from dsm.errors import ConflictError, DatasetNotFound, DsmError, InputError, StorageError
+from dsm.storage.failures import DEFAULT_ATTEMPTS, DEFAULT_CONNECT_TIMEOUT, unreachable
 from dsm.storage.secrets import redact
 from dsm.storage.stores import (
+    RETRY_OPTIONS,
     STATS_ATTR,
     ObjectStore,
     RequestStats,
     ServerChecksum,
     conflict,
+    constructor_options,
     run_on_loop,
     stats_lock,
 )
@@ -43,7 +47,16 @@ _S3_CHECKSUMS = (
 )
 _S3_CONFLICT_CODES = {"PreconditionFailed", "ConditionalRequestConflict"}
 _S3_MISSING_CODES = {"NoSuchKey", "404", "NotFound"}
-_S3_DENIED_CODES = {"AccessDenied", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch"}
+_S3_DENIED_CODES = {"AccessDenied", "403", "AllAccessDisabled", "AccountProblem"}
+_S3_REFUSED_CREDENTIALS = {
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "InvalidToken",
+    "ExpiredToken",
+    "TokenRefreshRequired",
+    "InvalidSecurity",
+}
+_S3_NO_BUCKET = {"NoSuchBucket"}
 
 
 class S3Store(ObjectStore):
@@ -56,11 +69,96 @@ class S3Store(ObjectStore):
     def default_options(self) -> dict[str, Any]:
         return {
             # botocore's standard retry mode: exponential backoff with jitter on throttling, 5xx and
-            # timeouts; counted below from the responses' RetryAttempts.
-            "config_kwargs": {"retries": {"mode": "standard", "max_attempts": 8}},
+            # timeouts, counted below from the responses' RetryAttempts; a bounded connect timeout, so an
+            # unreachable endpoint is given up on in seconds (botocore's own waits 60 s per attempt).
+            "config_kwargs": {
+                # botocore's max_attempts counts the retries, not the first attempt.
+                "retries": {"mode": "standard", "max_attempts": DEFAULT_ATTEMPTS - 1},
+                "connect_timeout": DEFAULT_CONNECT_TIMEOUT,
+            },
             # Objects change behind dsm's back (other writers); a cached listing would hide that.
             "use_listings_cache": False,
         }
+
+    def accepted_options(self) -> frozenset[str] | None:
+        # s3fs hands every option it does not name to the aiobotocore session, which refuses unknown ones.
+        try:
+            from aiobotocore.session import AioSession
+            from s3fs import S3FileSystem
+        except ImportError:  # location() says what to install
+            return None
+        return constructor_options(S3FileSystem, AioSession)
+
+    def filesystem_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        out = {k: v for k, v in options.items() if k not in RETRY_OPTIONS}
+        config = dict(out.get("config_kwargs") or {})
+        if "attempts" in options:
+            retries = {k: v for k, v in dict(config.get("retries") or {}).items() if k != "total_max_attempts"}
+            config["retries"] = {**retries, "max_attempts": max(0, int(options["attempts"]) - 1)}
+        if "connect_timeout" in options:
+            config["connect_timeout"] = float(options["connect_timeout"])
+        if config:
+            out["config_kwargs"] = config
+        return out
+
+    def retry_settings(self, options: Mapping[str, Any]) -> tuple[int | None, float | None]:
+        config = options.get("config_kwargs") or {}
+        retries = config.get("retries") or {}
+        attempts = retries.get("total_max_attempts")
+        if attempts is None and retries.get("max_attempts") is not None:
+            attempts = int(retries["max_attempts"]) + 1
+        timeout = config.get("connect_timeout")
+        return (
+            int(attempts) if attempts is not None else None,
+            float(timeout) if timeout is not None else 60.0,  # botocore's own default
+        )
+
+    def translate_error(
+        self, exc: BaseException, where: str, *, loc: Location | None, elapsed: float | None
+    ) -> DsmError | None:
+        """botocore's exceptions, and s3fs's ``OSError`` translations of them (the ``ClientError`` is their
+        cause), as dsm errors; None for anything else."""
+        cause = exc.__cause__ if isinstance(exc, OSError) and _is_botocore(exc.__cause__) else exc
+        if cause is None or not _is_botocore(cause):
+            return None
+        from botocore import exceptions as boto
+
+        if isinstance(cause, boto.NoCredentialsError):
+            return StorageError(
+                f"{where}: no S3 credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or "
+                "AWS_PROFILE, give --storage-option key=... and secret=..., or anon=true for a public bucket",
+                path=where,
+            )
+        if isinstance(cause, boto.PartialCredentialsError):
+            missing = cause.kwargs.get("cred_var", "a part")
+            return StorageError(
+                f"{where}: incomplete S3 credentials: {missing} is missing ({cause.kwargs.get('provider')})",
+                path=where,
+            )
+        if isinstance(cause, boto.CredentialRetrievalError):
+            return StorageError(f"{where}: S3 credentials could not be obtained: {redact(str(cause))}")
+        if isinstance(cause, (boto.ConnectionError, boto.HTTPClientError)):
+            endpoint = cause.kwargs.get("endpoint_url") or (loc.options.get("endpoint_url") if loc else None)
+            reason = str(cause.kwargs.get("error") or type(cause).__name__)
+            return unreachable(where, endpoint, reason, loc=loc, elapsed=elapsed)
+        if isinstance(cause, (boto.ParamValidationError, boto.NoRegionError)):
+            return InputError(f"{where}: {redact(str(cause))}")
+        code, status = _s3_error(cause)
+        if code in _S3_REFUSED_CREDENTIALS:
+            return StorageError(
+                f"{where}: the S3 credentials were refused ({code}): check the key, the secret and the "
+                "endpoint they belong to",
+                path=where,
+            )
+        if code in _S3_DENIED_CODES or status == 403:
+            return StorageError(
+                f"{where}: permission denied ({code}): the credentials may not do this here", path=where
+            )
+        if code in _S3_NO_BUCKET:
+            return DatasetNotFound(f"{where}: the bucket does not exist ({code})", path=where)
+        if code in _S3_MISSING_CODES or status == 404:
+            return DatasetNotFound(f"{where}: not found", path=where)
+        return StorageError(f"{where}: S3 request failed: {redact(str(cause))}", path=where)
 
     def prepare(self, fs: Any, options: Mapping[str, Any] | None = None) -> None:
         with stats_lock:
@@ -107,8 +205,9 @@ class S3Store(ObjectStore):
                 f"{where}: this S3-compatible store does not support conditional writes (If-None-Match / "
                 "If-Match), which a registry needs; keep the registry on AWS S3, Azure Blob or local disk"
             ) from None
-        if code in _S3_DENIED_CODES:
-            raise StorageError(f"{where}: permission denied ({code}); check the credentials") from None
+        found = self.translate_error(exc, where, loc=loc, elapsed=None)
+        if found is not None:
+            raise found from exc
         raise StorageError(f"{where}: {action} failed: {redact(str(exc))}") from None
 
     def create_exclusive(self, loc: Location, rel: str, data: bytes) -> None:
@@ -208,6 +307,10 @@ def s3_full_object_checksum(head: dict[str, Any]) -> ServerChecksum | None:
             algorithm=algorithm, digest=digest, size=int(size) if size is not None else None, etag=etag
         )
     return None
+
+
+def _is_botocore(exc: BaseException | None) -> bool:
+    return exc is not None and type(exc).__module__.split(".")[0] in ("botocore", "aiobotocore")
 
 
 def _s3_error(exc: BaseException) -> tuple[str | None, int | None]:

@@ -13,7 +13,9 @@ store's module on first use, and :func:`install_hint` says what to install for a
 
 from __future__ import annotations
 
+import difflib
 import importlib
+import inspect
 import threading
 import warnings
 from collections import Counter
@@ -21,7 +23,7 @@ from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from dsm.errors import ConflictError, InputError
+from dsm.errors import ConflictError, DsmError, InputError
 
 if TYPE_CHECKING:
     from dsm.storage.location import Location
@@ -32,6 +34,7 @@ __all__ = [
     "ObjectStore",
     "RequestStats",
     "ServerChecksum",
+    "constructor_options",
     "install_hint",
     "known_stores",
     "register_store",
@@ -41,6 +44,35 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+RETRY_OPTIONS = frozenset({"attempts", "connect_timeout"})
+"""dsm's names for how long an object store is tried, the same for every store; each store turns them
+into its client's settings (:meth:`ObjectStore.filesystem_options`)."""
+# Options every fsspec filesystem takes (the instance cache and the listings cache; async loops).
+_FSSPEC_OPTIONS = frozenset(
+    {"use_listings_cache", "listings_expiry_time", "max_paths", "skip_instance_cache", "asynchronous", "loop"}
+)
+
+
+def constructor_options(*callables: Any) -> frozenset[str]:
+    """The named parameters of ``callables`` (classes: their ``__init__`` through the MRO), with the options
+    every fsspec filesystem takes: the option names a filesystem built from them accepts."""
+    names = set(_FSSPEC_OPTIONS)
+    for target in callables:
+        inits = [vars(k).get("__init__") for k in target.__mro__] if isinstance(target, type) else [target]
+        for init in inits:
+            if init is None:
+                continue
+            try:
+                parameters = inspect.signature(init).parameters.values()
+            except (TypeError, ValueError):
+                continue
+            names.update(
+                p.name
+                for p in parameters
+                if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.name != "self"
+            )
+    return frozenset(names)
 
 
 class NonAtomicWriteWarning(UserWarning):
@@ -95,6 +127,45 @@ class ObjectStore:
     def default_options(self) -> dict[str, Any]:
         """Filesystem options dsm uses unless the user gave them (block sizes, caching, retries)."""
         return {}
+
+    def accepted_options(self) -> frozenset[str] | None:
+        """The option names this store's filesystem takes (besides dsm's own), or None where they are not
+        known: a name outside them is refused before any request instead of failing, or being ignored,
+        inside the client library."""
+        return None
+
+    def check_options(self, url: str, options: Mapping[str, Any]) -> None:
+        """Refuse an option this store does not take, naming the closest one it does."""
+        accepted = self.accepted_options()
+        if accepted is None:
+            return
+        known = accepted | self.own_options | RETRY_OPTIONS
+        for name in sorted(set(options) - known):
+            close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+            from dsm.storage.secrets import redact
+
+            raise InputError(
+                f"{redact(url)}: {name!r} is not a storage option of {self.name} "
+                f"({'did you mean ' + repr(close[0]) + '?' if close else 'see docs/storage.md'}); "
+                "check --storage-option and DSM_STORAGE_OPTIONS"
+            )
+
+    def filesystem_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """``options`` with dsm's retry names (``attempts``, ``connect_timeout``) turned into this store's
+        client settings; stores without such settings drop them."""
+        return {k: v for k, v in options.items() if k not in RETRY_OPTIONS}
+
+    def retry_settings(self, options: Mapping[str, Any]) -> tuple[int | None, float | None]:
+        """(attempts, connect timeout in seconds) in force with ``options`` (as :meth:`filesystem_options`
+        left them), for messages; None where the store has no such setting."""
+        return None, None
+
+    def translate_error(
+        self, exc: BaseException, where: str, *, loc: Location | None, elapsed: float | None
+    ) -> DsmError | None:
+        """The dsm error for what this store's client library raised (its own exception classes), or None
+        to leave ``exc`` to the ``OSError`` families of :mod:`dsm.storage.failures`."""
+        return None
 
     def prepare(self, fs: Any, options: Mapping[str, Any] | None = None) -> None:
         """Called for each filesystem instance dsm gets (retry settings, request counting), with the
@@ -233,4 +304,7 @@ def server_checksum(loc: Location, rel: str) -> ServerChecksum | None:
     """The store's full-object checksum of ``rel`` (None on local disk and stores that keep none)."""
     if loc.is_local:
         return None
-    return loc.store.server_checksum(loc, rel)
+    from dsm.storage.failures import storage_errors
+
+    with storage_errors(loc.url_of(rel), loc):
+        return loc.store.server_checksum(loc, rel)

@@ -6,10 +6,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from dsm.contract import Shard
-from dsm.errors import DatasetNotFound, DsmError, StorageError
+from dsm.errors import DatasetNotFound, DsmError
 from dsm.hashing.checksum import algorithm_of, file_checksum, known_algorithms
 from dsm.hashing.checksum import short_checksum as _short
-from dsm.storage import Location, redact
+from dsm.storage import Location
 from dsm.storage.stores import server_checksum
 
 __all__ = ["PhysicalCheck", "check_physical"]
@@ -97,8 +97,7 @@ def check_physical(
             actual = file_checksum(handle, algorithm, on_bytes=on_bytes)
     except DatasetNotFound:
         return PhysicalCheck(path=shard.path, status="missing", detail="vanished while being read")
-    except StorageError as exc:
-        return PhysicalCheck(path=shard.path, status="unreadable", detail=redact(str(exc)))
+    # A StorageError (denied, unreachable) is not a finding about the data: it stops the check (exit 3).
     if actual != shard.checksum:
         return PhysicalCheck(
             path=shard.path,

@@ -11,7 +11,6 @@ The runner is :mod:`dsm.commands.cutover.runner`; the plan stage's figures come 
 from __future__ import annotations
 
 import hashlib
-import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,7 +27,7 @@ from dsm.engine import Progress
 from dsm.errors import InputError, StageCheckFailed
 from dsm.registry import Registry
 from dsm.rewrite.journal import JOURNAL_DIR, JOURNAL_FILE, Journal, remove_temporaries
-from dsm.storage import TEMP_MARKER, Location, location, redact
+from dsm.storage import Location, is_temporary, location, redact
 
 __all__ = [
     "STAGE_FUNCTIONS",
@@ -535,10 +534,9 @@ def _remove_plan_samples(dest: Location) -> int:
     if not dest.exists():
         return 0
     removed = 0
-    for full in dest.fs.find(dest.root, withdirs=False, maxdepth=1):
-        base = posixpath.basename(full)
-        if base.startswith(TEMP_MARKER) and base.endswith("-" + PLAN_SAMPLE_NAME):
-            dest.fs.rm(full)
+    for info in dest.list_files(recursive=False, temporary=True):
+        if is_temporary(info.path) and info.path.endswith("-" + PLAN_SAMPLE_NAME):
+            dest.remove(info.path)
             removed += 1
     return removed
 
