@@ -1,7 +1,8 @@
 """Crash points for tests: ``DSM_TEST_KILL_AT=POINT`` makes the process SIGKILL itself there.
 
-This module is the one place the variable is read, once, when dsm loads (tests set it for the process they
-start). Points:
+``DSM_TEST_KILL_SIGNAL=SIGINT`` sends that signal instead (SIGINT: what Ctrl-C does, a
+``KeyboardInterrupt``). This module is the one place the variables are read, once, when dsm loads (tests
+set them for the process they start). Points:
 
 ============  =========================================================================================
 ``units:N``   a rewrite (``convert-format``, ``reshard``) has journaled N completed units
@@ -23,9 +24,10 @@ import os
 import signal
 import threading
 
-__all__ = ["KILL_ENV", "kill_point", "unit_journaled"]
+__all__ = ["KILL_ENV", "SIGNAL_ENV", "kill_point", "unit_journaled"]
 
 KILL_ENV = "DSM_TEST_KILL_AT"
+SIGNAL_ENV = "DSM_TEST_KILL_SIGNAL"
 _UNIT_POINTS = ("units", "copy")
 
 
@@ -38,12 +40,13 @@ def _armed(value: str) -> tuple[str, str] | None:
 
 
 _ARMED = _armed(os.environ.get(KILL_ENV, ""))
+_SIGNAL = signal.Signals[os.environ.get(SIGNAL_ENV, "") or "SIGKILL"]
 _units_lock = threading.Lock()
 _units_journaled = 0
 
 
 def _kill() -> None:
-    os.kill(os.getpid(), signal.SIGKILL)
+    os.kill(os.getpid(), _SIGNAL)
 
 
 def kill_point(stage: str) -> None:
@@ -59,5 +62,5 @@ def unit_journaled() -> None:
         return
     with _units_lock:
         _units_journaled += 1
-        if _units_journaled >= int(_ARMED[1]):
+        if _units_journaled == int(_ARMED[1]):  # once: a signal that does not kill is not sent again
             _kill()

@@ -30,7 +30,8 @@ Every error carries what it is about as attributes, so that programs need not pa
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "StageCheckFailed",
     "StateError",
     "StorageError",
+    "about",
 ]
 
 
@@ -124,3 +126,24 @@ class StorageError(DsmError, OSError):
 
 class ConflictError(StorageError):
     """Someone else wrote the same version or moved the same alias first: retry."""
+
+
+@contextlib.contextmanager
+def about(*, shard: str | None = None, field: str | None = None) -> Iterator[None]:
+    """A :class:`DsmError` raised in the block and not saying which shard (or field) it is about gets these.
+
+    >>> try:
+    ...     with about(shard="part-1.parquet"):
+    ...         raise StorageError("permission denied")
+    ... except StorageError as exc:
+    ...     exc.shard
+    'part-1.parquet'
+    """
+    try:
+        yield
+    except DsmError as exc:
+        if exc.shard is None:
+            exc.shard = shard
+        if exc.field is None:
+            exc.field = field
+        raise

@@ -26,7 +26,7 @@ from typing import IO, Any
 import pyarrow as pa
 
 from dsm.contract import DatasetFingerprint, Shard
-from dsm.errors import DsmError, FormatError, SchemaError
+from dsm.errors import DsmError, FormatError, SchemaError, about
 from dsm.formats import DEFAULT_BATCH_ROWS, Format
 from dsm.hashing.checksum import DEFAULT_ALGORITHM, file_checksums
 from dsm.hashing.fingerprint import digest_batch
@@ -67,8 +67,8 @@ class ShardDigest:
 
 def _decode_errors(loc: Location, path: str, exc: Exception) -> FormatError:
     if isinstance(exc, (FormatError, SchemaError)):
-        return FormatError(str(exc))
-    return FormatError(f"shard {redact(loc.url_of(path))}: cannot be decoded: {exc}")
+        return FormatError(str(exc), **{"shard": path, **exc.details})
+    return FormatError(f"shard {redact(loc.url_of(path))}: cannot be decoded: {exc}", shard=path)
 
 
 def shard_schema(loc: Location, path: str, fmt: Format) -> pa.Schema:
@@ -86,14 +86,15 @@ def shard_schema(loc: Location, path: str, fmt: Format) -> pa.Schema:
 def open_shard(loc: Location, path: str) -> Iterator[IO[bytes]]:
     """Open one shard for decoding. Local files open as Arrow native files, which Arrow reads without
     going through Python (the Parquet reader decodes 2-3x faster that way); others through fsspec."""
-    if not loc.is_local:
-        with loc.open(path) as handle:
-            yield handle
-        return
-    with storage_errors(loc.url_of(path), loc):
-        native = pa.OSFile(loc.path(path), "rb")
-    with native:
-        yield native  # type: ignore[misc]
+    with about(shard=path):
+        if not loc.is_local:
+            with loc.open(path) as handle:
+                yield handle
+            return
+        with storage_errors(loc.url_of(path), loc):
+            native = pa.OSFile(loc.path(path), "rb")
+        with native:
+            yield native  # type: ignore[misc]
 
 
 def iter_shard(
@@ -216,7 +217,7 @@ def measure_object(
     algorithms = [algorithm]
     if server is not None and server.confirm:
         algorithms.append(server.algorithm)
-    with loc.open(rel) as handle:
+    with about(shard=rel), loc.open(rel) as handle:
         opened = _etag(getattr(handle, "details", None))
         sums = file_checksums(handle, algorithms, on_bytes=on_bytes)
     if server is not None and (

@@ -39,6 +39,7 @@ __all__ = [
     "S3_KEY",
     "S3_SECRET",
     "AzuriteServer",
+    "MotoAuthServer",
     "MotoServer",
     "raw_delete",
     "raw_put",
@@ -136,9 +137,22 @@ class AzuriteServer:
         return {"connection_string": self.connection_string}
 
 
-@pytest.fixture(scope="session")
-def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoServer]:
-    """A moto S3 server in its own process on a free loopback port."""
+@dataclass(frozen=True)
+class MotoAuthServer:
+    """A moto S3 server that checks credentials and IAM policies as AWS does: ``reader`` may do anything
+    in S3, ``nobody`` nothing (every request AccessDenied); other keys are refused (InvalidAccessKeyId)."""
+
+    endpoint_url: str
+    reader: tuple[str, str]
+    nobody: tuple[str, str]
+    bucket: str
+
+    def options(self, who: tuple[str, str] | None = None) -> dict[str, Any]:
+        key, secret = who or self.reader
+        return {"endpoint_url": self.endpoint_url, "key": key, "secret": secret}
+
+
+def _start_moto(tmp_path_factory: pytest.TempPathFactory, **env: str) -> tuple[subprocess.Popen[bytes], str]:
     if _skip_requested("s3"):
         pytest.skip("S3 tests skipped on request (DSM_TEST_SKIP_SERVERS)")
     try:
@@ -147,16 +161,65 @@ def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoServer
         pytest.fail("moto[server] is not installed; run `make install` (it is in the test extra)")
     port = _free_port()
     log = tmp_path_factory.mktemp("moto") / "moto.log"
-    env = {**os.environ, "MOTO_ALLOW_NONEXISTENT_REGION": "true"}
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
             stdout=out,
             stderr=subprocess.STDOUT,
-            env=env,
+            env={**os.environ, "MOTO_ALLOW_NONEXISTENT_REGION": "true", **env},
         )
     url = f"http://127.0.0.1:{port}"
     _wait_http(f"{url}/moto-api/", proc, log, "the moto S3 server")
+    return proc, url
+
+
+# The IAM calls made before moto starts checking credentials (moto's INITIAL_NO_AUTH_ACTION_COUNT).
+_AUTH_SETUP_ACTIONS = 5
+
+
+@pytest.fixture(scope="session")
+def moto_auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoAuthServer]:
+    """A second moto server, with authentication and IAM authorization on, and one bucket with data."""
+    import json
+
+    import boto3
+
+    proc, url = _start_moto(tmp_path_factory, INITIAL_NO_AUTH_ACTION_COUNT=str(_AUTH_SETUP_ACTIONS))
+    try:
+        iam = boto3.client(
+            "iam", endpoint_url=url, aws_access_key_id="setup", aws_secret_access_key="setup-secret",
+            region_name="us-east-1",
+        )  # fmt: skip
+        keys = {}
+        for user in ("reader", "nobody"):  # 4 actions
+            iam.create_user(UserName=user)
+            key = iam.create_access_key(UserName=user)["AccessKey"]
+            keys[user] = (key["AccessKeyId"], key["SecretAccessKey"])
+        policy = {
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}],
+        }
+        iam.put_user_policy(UserName="reader", PolicyName="s3", PolicyDocument=json.dumps(policy))  # the 5th
+        server = MotoAuthServer(
+            endpoint_url=url, reader=keys["reader"], nobody=keys["nobody"], bucket=_fresh_name()
+        )
+        reader = boto3.client(
+            "s3",
+            endpoint_url=url,
+            aws_access_key_id=keys["reader"][0],
+            aws_secret_access_key=keys["reader"][1],
+            region_name="us-east-1",
+        )
+        reader.create_bucket(Bucket=server.bucket)
+        yield server
+    finally:
+        _stop(proc)
+
+
+@pytest.fixture(scope="session")
+def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoServer]:
+    """A moto S3 server in its own process on a free loopback port."""
+    proc, url = _start_moto(tmp_path_factory)
     try:
         yield MotoServer(endpoint_url=url)
     finally:

@@ -99,10 +99,9 @@ def _message(exc: BaseException, command: str) -> str:
     from dsm.storage import redact
 
     if isinstance(exc, KeyboardInterrupt):
-        how = next(
-            (n[len(_RESUME) :].strip() for n in getattr(exc, "__notes__", ()) if n.startswith(_RESUME)),
-            f"run `{command} ...` again to go on",
-        )
+        # The last note is from the outermost work (a cutover around its copy): it knows best.
+        notes = [n[len(_RESUME) :].strip() for n in getattr(exc, "__notes__", ()) if n.startswith(_RESUME)]
+        how = notes[-1] if notes else f"run `{command} ...` again to go on"
         return f"interrupted; what was done is kept: {how}"
     if isinstance(exc, typer.TyperException):
         return str(exc.format_message())

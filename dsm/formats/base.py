@@ -52,12 +52,19 @@ class FormatWriter(ABC):
     def close(self) -> None:
         """Write any footer; does not close the underlying file object."""
 
+    def abort(self) -> None:
+        """Give up on the file after a failure: write nothing more, not even a footer (the file is the
+        caller's to discard), and leave nothing that would write later (a library's finaliser)."""
+        return None  # a writer that keeps nothing pending has nothing to drop
+
     def __enter__(self) -> FormatWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:
         if exc[0] is None:
             self.close()
+        else:
+            self.abort()
 
 
 class Format(ABC):

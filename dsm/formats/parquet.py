@@ -209,6 +209,12 @@ class _ParquetWriter(FormatWriter):
             write_statistics=fmt.write_statistics,
         )
 
+    def abort(self) -> None:
+        # pyarrow's writer closes itself when collected, writing a footer into a file that is gone.
+        self._pending.clear()
+        self._closed = True
+        self._writer.is_open = False
+
     def write_batch(self, batch: pa.RecordBatch) -> None:
         check_batch_schema(batch, self._schema, what="parquet writer")
         if batch.num_rows == 0:

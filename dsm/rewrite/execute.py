@@ -220,10 +220,9 @@ def _write_file(
     digest = [RowDigest.empty()]
     with dest.atomic_writer(path) as handle:
         sink = HashingWriter(handle)
-        writer = fmt.open_writer(sink, schema)  # type: ignore[arg-type]
-        for batch in read_ahead(_digested(batches, schema, digest)):
-            writer.write_batch(batch)
-        writer.close()
+        with fmt.open_writer(sink, schema) as writer:  # type: ignore[arg-type]
+            for batch in read_ahead(_digested(batches, schema, digest)):
+                writer.write_batch(batch)
         sink.flush()
     return _Written(size=sink.size, checksum=sink.checksum, digest=digest[0])
 
@@ -303,23 +302,23 @@ def scatter_unit(ctx: RewriteContext, unit: ScatterUnit, permutation: Permutatio
     rng = SourceRange(shard=unit.shard, start=unit.start, stop=unit.stop, whole=unit.whole)
     with ctx.dest.atomic_writer(path) as handle:
         sink = HashingWriter(handle)
-        writer = _SPILL_FORMAT.open_writer(sink, schema)  # type: ignore[arg-type]
-        for batch in read_ahead(iter_range(ctx.source_loc, ctx.source_fmt, ctx.schema, rng, plan.batch_rows)):
-            count = batch.num_rows
-            if not count:
-                continue
-            positions = permutation(np.arange(offset, offset + count, dtype=np.uint64))
-            offset += count
-            buckets = np.searchsorted(starts, positions, side="right") - 1
-            order = np.argsort(buckets, kind="stable")
-            ordered = buckets[order]
-            spilled = pa.RecordBatch.from_arrays([*batch.columns, pa.array(positions)], schema=schema)
-            spilled = spilled.take(pa.array(order))
-            cuts = [0, *(np.flatnonzero(np.diff(ordered)) + 1).tolist(), count]
-            for a, b in itertools.pairwise(cuts):
-                writer.write_batch(spilled.slice(a, b - a))
-                index.append(int(ordered[a]))
-        writer.close()
+        source = iter_range(ctx.source_loc, ctx.source_fmt, ctx.schema, rng, plan.batch_rows)
+        with _SPILL_FORMAT.open_writer(sink, schema) as writer:  # type: ignore[arg-type]
+            for batch in read_ahead(source):
+                count = batch.num_rows
+                if not count:
+                    continue
+                positions = permutation(np.arange(offset, offset + count, dtype=np.uint64))
+                offset += count
+                buckets = np.searchsorted(starts, positions, side="right") - 1
+                order = np.argsort(buckets, kind="stable")
+                ordered = buckets[order]
+                spilled = pa.RecordBatch.from_arrays([*batch.columns, pa.array(positions)], schema=schema)
+                spilled = spilled.take(pa.array(order))
+                cuts = [0, *(np.flatnonzero(np.diff(ordered)) + 1).tolist(), count]
+                for a, b in itertools.pairwise(cuts):
+                    writer.write_batch(spilled.slice(a, b - a))
+                    index.append(int(ordered[a]))
     rows = offset - unit.offset
     if rows != unit.stop - unit.start:
         raise _short_rows(f"shuffle pass 1 of {unit.shard}", rows, unit.stop - unit.start, [unit.shard])

@@ -33,7 +33,7 @@ from dsm.rewrite.execute import (
     source_format,
 )
 from dsm.rewrite.journal import Journal, is_journal_path, remove_temporaries
-from dsm.rewrite.plan import RewritePlan, plan_rewrite
+from dsm.rewrite.plan import OutputUnit, RewritePlan, plan_rewrite
 from dsm.rewrite.spec import RewriteSpec, estimate_rows_per_shard, locations_overlap
 from dsm.shards import DescribedShard, contract_location, dataset_fingerprint
 from dsm.storage import Location, location, redact
@@ -352,6 +352,23 @@ def _run(ctx: RewriteContext, workers: int | None, *, resume: bool) -> tuple[lis
         )
         kept[index] = DescribedShard(shard=shard, digest=digest_of(shard))
     todo = [u for u in plan.units if u.index not in kept]
+    try:
+        done = _write_units(ctx, todo, resume, workers)
+    except KeyboardInterrupt as exc:  # what the CLI tells the person who pressed Ctrl-C
+        exc.add_note(
+            "resume: run the same command again; the files this run finished are kept and not written again"
+        )
+        raise
+    for unit, found in zip(todo, done, strict=True):
+        kept[unit.index] = found
+    return [kept[u.index] for u in plan.units], len(plan.units) - len(todo)
+
+
+def _write_units(
+    ctx: RewriteContext, todo: list[OutputUnit], resume: bool, workers: int | None
+) -> list[DescribedShard]:
+    """Write the output files of ``todo`` (a shuffle's scatter pass first, kept from a previous run)."""
+    plan, journal = ctx.plan, ctx.journal
     if todo and plan.shuffle:
         spill_paths = {s.index: journal.data_path("scatter", s.index, ".arrow") for s in plan.scatter}
         spilled = _kept(ctx, "scatter", journal.records("scatter"), spill_paths, workers) if resume else {}
@@ -361,9 +378,5 @@ def _run(ctx: RewriteContext, workers: int | None, *, resume: bool) -> tuple[lis
         spilled.update({s.index: r for s, r in zip(missing, records, strict=True)})
         ctx.bucket_pieces = bucket_pieces(spilled)
         ctx.spill_paths = spill_paths
-        done = map_units(lambda u: gather_unit(ctx, u), todo, workers=workers)
-    else:
-        done = map_units(lambda u: copy_unit(ctx, u), todo, workers=workers)
-    for unit, found in zip(todo, done, strict=True):
-        kept[unit.index] = found
-    return [kept[u.index] for u in plan.units], len(plan.units) - len(todo)
+        return map_units(lambda u: gather_unit(ctx, u), todo, workers=workers)
+    return map_units(lambda u: copy_unit(ctx, u), todo, workers=workers)

@@ -29,7 +29,13 @@ from dsm.errors import ConflictError, InputError
 from dsm.storage.failures import storage_errors
 from dsm.storage.options import LOCAL_PROTOCOLS, options_for, protocol_of, storage_options_from_env
 from dsm.storage.secrets import URL_USERINFO, redact, remember_option_secrets, remember_secret
-from dsm.storage.stores import ObjectStore, install_hint, store_for
+from dsm.storage.stores import (
+    ObjectStore,
+    check_option_names,
+    constructor_options,
+    install_hint,
+    store_for,
+)
 
 __all__ = [
     "TEMP_MARKER",
@@ -291,6 +297,8 @@ def location(url: str, storage_options: Mapping[str, Any] | None = None) -> Loca
     defaults = store.default_options() if store is not None else {}
     options = {**options_for(url, {protocol: defaults}, env_options, storage_options), **url_credentials}
     own: dict[str, Any] = {}
+    if store is None and options:
+        check_option_names(url, "local disk", constructor_options(LocalFileSystem), options)
     if store is not None:
         store.check_options(url, options)
         options = store.filesystem_options(options)

@@ -93,7 +93,8 @@ class S3Store(ObjectStore):
         out = {k: v for k, v in options.items() if k not in RETRY_OPTIONS}
         config = dict(out.get("config_kwargs") or {})
         if "attempts" in options:
-            retries = {k: v for k, v in dict(config.get("retries") or {}).items() if k != "total_max_attempts"}
+            retries = dict(config.get("retries") or {})
+            retries.pop("total_max_attempts", None)
             config["retries"] = {**retries, "max_attempts": max(0, int(options["attempts"]) - 1)}
         if "connect_timeout" in options:
             config["connect_timeout"] = float(options["connect_timeout"])

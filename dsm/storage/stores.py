@@ -34,6 +34,7 @@ __all__ = [
     "ObjectStore",
     "RequestStats",
     "ServerChecksum",
+    "check_option_names",
     "constructor_options",
     "install_hint",
     "known_stores",
@@ -52,6 +53,19 @@ into its client's settings (:meth:`ObjectStore.filesystem_options`)."""
 _FSSPEC_OPTIONS = frozenset(
     {"use_listings_cache", "listings_expiry_time", "max_paths", "skip_instance_cache", "asynchronous", "loop"}
 )
+
+
+def check_option_names(url: str, store: str, known: frozenset[str], options: Mapping[str, Any]) -> None:
+    """:class:`InputError` for the first option not in ``known``, naming the closest known one."""
+    for name in sorted(set(options) - known):
+        from dsm.storage.secrets import redact
+
+        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}?" if close else "docs/storage.md lists them"
+        raise InputError(
+            f"{redact(url)}: {name!r} is not a storage option of {store} ({hint}); check --storage-option "
+            "and DSM_STORAGE_OPTIONS"
+        )
 
 
 def constructor_options(*callables: Any) -> frozenset[str]:
@@ -137,18 +151,8 @@ class ObjectStore:
     def check_options(self, url: str, options: Mapping[str, Any]) -> None:
         """Refuse an option this store does not take, naming the closest one it does."""
         accepted = self.accepted_options()
-        if accepted is None:
-            return
-        known = accepted | self.own_options | RETRY_OPTIONS
-        for name in sorted(set(options) - known):
-            close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
-            from dsm.storage.secrets import redact
-
-            raise InputError(
-                f"{redact(url)}: {name!r} is not a storage option of {self.name} "
-                f"({'did you mean ' + repr(close[0]) + '?' if close else 'see docs/storage.md'}); "
-                "check --storage-option and DSM_STORAGE_OPTIONS"
-            )
+        if accepted is not None:
+            check_option_names(url, self.name, accepted | self.own_options | RETRY_OPTIONS, options)
 
     def filesystem_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
         """``options`` with dsm's retry names (``attempts``, ``connect_timeout``) turned into this store's

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from dsm.contract import Shard
-from dsm.errors import DatasetNotFound, DsmError
+from dsm.errors import DatasetNotFound, DsmError, about
 from dsm.hashing.checksum import algorithm_of, file_checksum, known_algorithms
 from dsm.hashing.checksum import short_checksum as _short
 from dsm.storage import Location
@@ -93,7 +93,7 @@ def check_physical(
             detail=f"checksum algorithm {algorithm!r} is not known to this dsm",
         )
     try:
-        with loc.open(shard.path) as handle:
+        with about(shard=shard.path), loc.open(shard.path) as handle:
             actual = file_checksum(handle, algorithm, on_bytes=on_bytes)
     except DatasetNotFound:
         return PhysicalCheck(path=shard.path, status="missing", detail="vanished while being read")

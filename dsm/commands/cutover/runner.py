@@ -359,6 +359,8 @@ def _execute(ctx: StageContext, *, through: str, explicit: bool) -> tuple[list[s
             record_failure(
                 ctx.journal, "stage_failed", stage, exc, evidence={"seconds": time.perf_counter() - started}
             )
+            if isinstance(exc, KeyboardInterrupt):  # what the CLI tells the person who pressed Ctrl-C
+                exc.add_note(f"resume: `dsm cutover resume {ctx.journal.id}` goes on with {stage}")
             raise
         evidence["seconds"] = time.perf_counter() - started
         ctx.journal.append("stage_finished", stage=stage, evidence=evidence)
