@@ -124,6 +124,7 @@ class Registry:
 
     def __init__(self, url: str | None = None, *, storage_options: Mapping[str, Any] | None = None) -> None:
         self.url = url or default_registry_url()
+        self.storage_options = dict(storage_options or {})  # also for contract files named by path
         self.location: Location = location(self.url, storage_options)
 
     def __repr__(self) -> str:
@@ -176,7 +177,7 @@ class Registry:
             return ref
         ref = str(ref)
         if _looks_like_path(ref):
-            return load_contract_file(ref)
+            return load_contract_file(ref, self.storage_options)
         name, selector = parse_reference(ref)
         if selector is None or selector == "latest":
             versions = self.versions(name)
@@ -313,9 +314,11 @@ def _looks_like_path(ref: str) -> bool:
 def load_contract_file(path: str, storage_options: Mapping[str, Any] | None = None) -> Contract:
     """Load a contract from a file path or URL."""
     loc = location(path, storage_options)
-    if not loc.exists():
-        raise DatasetNotFound(f"contract file {redact(path)} does not exist", path=redact(path))
-    return Contract.from_yaml(contract_text(loc.read_bytes(""), redact(path)), source=redact(path))
+    try:
+        data = loc.read_bytes("")  # one GET: its answer says why it failed (a HEAD's does not)
+    except DatasetNotFound:
+        raise DatasetNotFound(f"contract file {redact(path)} does not exist", path=redact(path)) from None
+    return Contract.from_yaml(contract_text(data, redact(path)), source=redact(path))
 
 
 def contract_text(data: bytes, source: str) -> str:

@@ -140,11 +140,11 @@ class AzuriteServer:
 @dataclass(frozen=True)
 class MotoAuthServer:
     """A moto S3 server that checks credentials and IAM policies as AWS does: ``reader`` may do anything
-    in S3, ``nobody`` nothing (every request AccessDenied); other keys are refused (InvalidAccessKeyId)."""
+    in S3, ``lister`` only list buckets (reading an object is denied); other keys are refused."""
 
     endpoint_url: str
     reader: tuple[str, str]
-    nobody: tuple[str, str]
+    lister: tuple[str, str]
     bucket: str
 
     def options(self, who: tuple[str, str] | None = None) -> dict[str, Any]:
@@ -174,7 +174,7 @@ def _start_moto(tmp_path_factory: pytest.TempPathFactory, **env: str) -> tuple[s
 
 
 # The IAM calls made before moto starts checking credentials (moto's INITIAL_NO_AUTH_ACTION_COUNT).
-_AUTH_SETUP_ACTIONS = 5
+_AUTH_SETUP_ACTIONS = 6
 
 
 @pytest.fixture(scope="session")
@@ -191,17 +191,18 @@ def moto_auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoA
             region_name="us-east-1",
         )  # fmt: skip
         keys = {}
-        for user in ("reader", "nobody"):  # 4 actions
+        for user in ("reader", "lister"):  # 4 actions
             iam.create_user(UserName=user)
             key = iam.create_access_key(UserName=user)["AccessKey"]
             keys[user] = (key["AccessKeyId"], key["SecretAccessKey"])
-        policy = {
-            "Version": "2012-10-17",
-            "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}],
-        }
-        iam.put_user_policy(UserName="reader", PolicyName="s3", PolicyDocument=json.dumps(policy))  # the 5th
+        for user, actions in (("reader", ["s3:*"]), ("lister", ["s3:ListBucket", "s3:GetBucketLocation"])):
+            policy = {
+                "Version": "2012-10-17",
+                "Statement": [{"Effect": "Allow", "Action": actions, "Resource": "*"}],
+            }
+            iam.put_user_policy(UserName=user, PolicyName="s3", PolicyDocument=json.dumps(policy))  # 2 more
         server = MotoAuthServer(
-            endpoint_url=url, reader=keys["reader"], nobody=keys["nobody"], bucket=_fresh_name()
+            endpoint_url=url, reader=keys["reader"], lister=keys["lister"], bucket=_fresh_name()
         )
         reader = boto3.client(
             "s3",

@@ -113,13 +113,15 @@ def test_s3_throttling_is_retried_and_counted(
     contract = dsm.register(s3_storage.url, name="flaky", registry=registry_url, storage_options=options)
     assert len(contract.shards) == 3 and contract.fingerprint is not None and contract.fingerprint.rows == 300
     assert proxy.failed == 4
-    proxy.failed = 0  # four more 503s, for verify
+    # Four more 503s, for verify (which makes fewer requests: every other one fails, until four have).
+    proxy = flaky_proxy(moto_server.endpoint_url, every=2, limit=4, body=S3_BUSY)
+    options = {**s3_storage.options, "endpoint_url": proxy.url}
     report = dsm.verify("flaky", registry=registry_url, storage_options=options)
     assert report.ok and {s.status for s in report.shards} == {"ok"}
     assert proxy.failed == 4
     stats = request_stats(location(s3_storage.url, options))
     # Every injected 503 was retried (a dropped proxy connection may add a retry of its own).
-    assert stats is not None and stats.retries >= 8 and stats.failures == 0
+    assert stats is not None and stats.retries >= 4 and stats.failures == 0
     # verify says what its own requests went through: some of the 503s hit it.
     notes = [n for n in report.notes if n.startswith("storage:")]
     assert notes and "retried after transient errors" in notes[0], report.notes

@@ -110,11 +110,11 @@ class AzureBlobStore(ObjectStore):
             return ConflictError(f"{where}: lost a race with another writer; retry", path=where)
         if isinstance(cause, ResourceNotFoundError):
             return DatasetNotFound(f"{where}: not found (does the container exist?)", path=where)
-        if isinstance(cause, ClientAuthenticationError):
-            code = getattr(cause, "error_code", None) or "AuthenticationFailed"
+        code = _error_code(cause)
+        if isinstance(cause, ClientAuthenticationError) or code in _REFUSED_CODES:
             return StorageError(
-                f"{where}: the Azure credentials were refused ({code}): check the account key, SAS token "
-                "or connection string",
+                f"{where}: the Azure credentials were refused ({code or 'AuthenticationFailed'}): check the "
+                "account key, SAS token or connection string, and what they may do here",
                 path=where,
             )
         if isinstance(cause, (ServiceRequestError, ServiceResponseError)):
@@ -124,9 +124,9 @@ class AzureBlobStore(ObjectStore):
             reason = redact(str(cause).splitlines()[0]) if str(cause) else type(cause).__name__
             return unreachable(where, endpoint, reason, loc=loc, elapsed=elapsed)
         if isinstance(cause, HttpResponseError) and cause.status_code == 403:
-            code = getattr(cause, "error_code", None) or "403"
             return StorageError(
-                f"{where}: permission denied ({code}): the credentials may not do this here", path=where
+                f"{where}: permission denied ({code or 403}): the credentials may not do this here",
+                path=where,
             )
         first = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
         return StorageError(f"{where}: Azure request failed: {redact(first)}", path=where)
@@ -280,3 +280,12 @@ class AzureBlobStore(ObjectStore):
 
 def _is_azure(exc: BaseException) -> bool:
     return type(exc).__module__.startswith("azure.")
+
+
+# Answers to a request whose signature (account key, SAS) does not hold; Azurite says AuthorizationFailure.
+_REFUSED_CODES = {"AuthenticationFailed", "AuthorizationFailure", "InvalidAuthenticationInfo"}
+
+
+def _error_code(exc: BaseException) -> str | None:
+    code = getattr(exc, "error_code", None)
+    return None if code is None else str(getattr(code, "value", code))

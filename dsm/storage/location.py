@@ -133,11 +133,7 @@ class Location:
         """Every file below the root (temporary ones only with ``temporary``), sorted by path; ``[]`` when
         the root is absent."""
         with self._errors():
-            if not self.fs.exists(self.root):
-                return []
-            if not self.fs.isdir(self.root):
-                info = self.fs.info(self.root)
-                return [FileInfo(path=posixpath.basename(self.root), size=int(info["size"]))]
+            # One listing (no HEAD of the root first: a store may refuse that to whom it lets list).
             found = self.fs.find(self.root, detail=True, withdirs=False, maxdepth=None if recursive else 1)
         files = []
         prefix = self.root.rstrip("/") + "/"

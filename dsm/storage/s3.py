@@ -47,7 +47,7 @@ _S3_CHECKSUMS = (
 )
 _S3_CONFLICT_CODES = {"PreconditionFailed", "ConditionalRequestConflict"}
 _S3_MISSING_CODES = {"NoSuchKey", "404", "NotFound"}
-_S3_DENIED_CODES = {"AccessDenied", "403", "AllAccessDisabled", "AccountProblem"}
+_S3_DENIED_CODES = {"AccessDenied", "AllAccessDisabled", "AccountProblem"}
 _S3_REFUSED_CREDENTIALS = {
     "InvalidAccessKeyId",
     "SignatureDoesNotMatch",
@@ -149,6 +149,12 @@ class S3Store(ObjectStore):
             return StorageError(
                 f"{where}: the S3 credentials were refused ({code}): check the key, the secret and the "
                 "endpoint they belong to",
+                path=where,
+            )
+        if code in ("403", None) and status in (403, None):  # a HEAD answer carries no error code
+            return StorageError(
+                f"{where}: the store refused the request (HTTP 403, no reason given): check the credentials "
+                "(key, secret, token) and what they may do here",
                 path=where,
             )
         if code in _S3_DENIED_CODES or status == 403:
