@@ -459,3 +459,85 @@ def test_azure_unknown_option_is_exit_2(azure_storage: StorageRoot) -> None:
         "'conection_string'",
         "'connection_string'",
     )
+
+
+# ------------------------------------------------------------------------------ files that do not decode
+
+
+def _damage_parquet(path: Path) -> None:
+    """Garble the first page header (thrift): pyarrow raises a plain OSError for it."""
+    data = bytearray(path.read_bytes())
+    for i in range(4, 40):
+        data[i] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def _damage_arrow(path: Path) -> None:
+    """Make the IPC footer's length point far past the file's start."""
+    data = bytearray(path.read_bytes())
+    data[-10:-6] = b"\xff\xff\xff\x7f"
+    path.write_bytes(bytes(data))
+
+
+def _deep_json(path: Path) -> None:
+    """A row whose value nests 1,000 lists deep (json raises RecursionError, not a decoding error)."""
+    path.write_text('{"id": 1}\n{"id": 2, "x": ' + "[" * 1000 + "]" * 1000 + "}\n")
+
+
+def _write_good(folder: Path, kind: str) -> Path:
+    import pyarrow.ipc as ipc
+    import pyarrow.parquet as pq
+
+    folder.mkdir(parents=True)
+    table = pa.table({"id": list(range(500)), "text": [f"row {i} " * 4 for i in range(500)]})
+    if kind == "parquet":
+        pq.write_table(table, folder / "a.parquet", compression="zstd")
+        return folder / "a.parquet"
+    if kind == "arrow":
+        with ipc.new_file(str(folder / "a.arrow"), table.schema) as writer:
+            writer.write_table(table)
+        return folder / "a.arrow"
+    (folder / "a.jsonl").write_text('{"id": 1}\n')
+    return folder / "a.jsonl"
+
+
+_DAMAGE = {"parquet": _damage_parquet, "arrow": _damage_arrow, "jsonl": _deep_json}
+
+
+@pytest.mark.parametrize("kind", sorted(_DAMAGE))
+def test_a_shard_that_does_not_decode_is_one_line_naming_it(tmp_path: Path, kind: str) -> None:
+    """register and convert-format refuse (exit 2, FormatError); verify --deep reports it unreadable (exit
+    1). The contract of the damaged file records its bytes as they are now, so verify gets to the rows."""
+    import yaml
+
+    from dsm.hashing.checksum import file_checksum
+
+    registry = str(tmp_path / "registry")
+    good = _write_good(tmp_path / "data", kind)
+    assert cli(["register", str(good.parent), "--name", "d", "--registry", registry]).exit_code == 0
+    _DAMAGE[kind](good)
+    name = good.name
+    assert_error(
+        ["register", str(good.parent), "--name", "again", "--registry", registry],
+        2,
+        "FormatError",
+        name,
+        shard=name,
+    )
+    contract = yaml.safe_load((Path(registry) / "d" / "versions" / "1.yaml").read_text())
+    with good.open("rb") as handle:
+        contract["shards"][0]["checksum"] = file_checksum(handle, "xxh3-128")
+    contract["shards"][0]["bytes"] = good.stat().st_size
+    as_now = tmp_path / "as-now.yaml"
+    as_now.write_text(yaml.safe_dump(contract, sort_keys=False))
+    ran = cli(["verify", str(as_now), "--deep", "--json"])
+    assert ran.exit_code == 1 and "Traceback" not in ran.stdout + ran.stderr, (ran.stdout, ran.stderr)
+    [shard] = json.loads(ran.stdout)["shards"]
+    assert shard["status"] == "unreadable" and name in shard["detail"], shard
+    assert_error(
+        ["convert-format", str(as_now), str(tmp_path / "out"), "--format", "parquet", "--registry", registry],
+        2,
+        "FormatError",
+        name,
+        shard=name,
+    )
