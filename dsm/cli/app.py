@@ -291,6 +291,7 @@ def schema(json_output: JsonOpt = False) -> None:
 import dsm.cli.bench  # noqa: E402  (bench)
 import dsm.cli.cutover  # noqa: E402  (cutover plan/start/run/resume/rollback/status/list)
 import dsm.cli.diff  # noqa: E402  (diff)
+import dsm.cli.footprint  # noqa: E402  (footprint)
 import dsm.cli.lifecycle  # noqa: E402  (deprecate, retire, gc)
 import dsm.cli.rewrite  # noqa: E402  (convert-format, reshard)
 import dsm.cli.storage_check  # noqa: E402, F401  (storage check)

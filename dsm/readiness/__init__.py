@@ -28,7 +28,16 @@ from dsm.errors import ConflictError
 if TYPE_CHECKING:
     from dsm.storage import Location
 
-__all__ = ["STATUSES", "Finding", "GenericProbe", "LocalProbe", "MemoryProbe", "StoreProbe", "probe_for"]
+__all__ = [
+    "STATUSES",
+    "Finding",
+    "GenericProbe",
+    "LocalProbe",
+    "MemoryProbe",
+    "StoreProbe",
+    "StoredFile",
+    "probe_for",
+]
 
 STATUSES = ("pass", "warn", "fail", "unknown")
 
@@ -54,6 +63,15 @@ class Finding:
             "detail": self.detail,
             "evidence": dict(self.evidence),
         }
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoredFile:
+    """A file as the store lists it: its size and storage class (None: the store's default class)."""
+
+    size: int
+    storage_class: str | None = None
+    tier: str | None = None
 
 
 class StoreProbe:
@@ -132,6 +150,40 @@ class StoreProbe:
         """Remove what a delete leaves behind under ``prefix`` (old versions, delete markers); returns
         what was removed and what could not be."""
         return {}
+
+    def inventory(self, loc: Location) -> dict[str, StoredFile]:
+        """Every file below ``loc`` (one recursive listing) with its size and storage class, by path
+        relative to it; ``{}`` when the location does not exist."""
+        return {
+            rel: StoredFile(size=int(info.get("size") or 0), storage_class=self.storage_class(info))
+            for rel, info in _listing(loc).items()
+        }
+
+    def storage_class(self, info: Mapping[str, Any]) -> str | None:
+        """The storage class of one listed file (None: the store's default)."""
+        return None
+
+
+def _listing(loc: Location) -> dict[str, Mapping[str, Any]]:
+    """``fs.find`` below ``loc`` with details, by relative path; temporary files left out."""
+    from dsm.storage import is_temporary, storage_errors
+
+    with storage_errors(loc.url):
+        if not loc.fs.exists(loc.root):
+            return {}
+        if not loc.fs.isdir(loc.root):
+            info = loc.fs.info(loc.root)
+            return {os.path.basename(loc.root): info}
+        found = loc.fs.find(loc.root, detail=True, withdirs=False)
+    head = loc.root.rstrip("/") + "/"
+    out = {}
+    for full, info in found.items():
+        if info.get("type", "file") != "file":
+            continue
+        rel = full[len(head) :] if full.startswith(head) else os.path.basename(full)
+        if not is_temporary(rel):
+            out[rel] = info
+    return out
 
 
 class GenericProbe(StoreProbe):

@@ -21,7 +21,7 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from dsm.object_store import _run
-from dsm.readiness import Finding, StoreProbe
+from dsm.readiness import Finding, StoredFile, StoreProbe, _listing
 from dsm.storage import redact
 
 if TYPE_CHECKING:
@@ -268,6 +268,31 @@ class AzureProbe(StoreProbe):
             detail=f"container {container} is private (no anonymous access)",
             evidence=evidence,
         )
+
+    def inventory(self, loc: Location) -> dict[str, StoredFile]:
+        """Azure's storage class is the account's redundancy (LRS, ZRS, GRS, RAGRS, GZRS, RAGZRS: the SKU
+        ``get_account_information`` reports); the access tier of each blob is kept beside it."""
+        files = _listing(loc)
+        if not files:
+            return {}
+        service = loc.fs.service_client
+
+        async def account() -> Any:
+            return await service.get_account_information()
+
+        try:
+            sku = str(_on_loop(loc, account).get("sku_name") or "")
+        except Exception:  # a SAS without account permissions: the table's default class
+            sku = ""
+        redundancy = sku.split("_", 1)[1] if "_" in sku else None
+        return {
+            rel: StoredFile(
+                size=int(info.get("size") or 0),
+                storage_class=redundancy,
+                tier=str(info["blob_tier"]) if info.get("blob_tier") else None,
+            )
+            for rel, info in files.items()
+        }
 
     def purge(self, loc: Location, prefix: str) -> dict[str, Any]:
         from azure.core.exceptions import HttpResponseError

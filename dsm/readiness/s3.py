@@ -15,6 +15,7 @@ An API the credentials may not call (``AccessDenied``) or the store does not imp
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from dsm.object_store import _S3_CHECKSUMS, S3Store, _run, _s3_error, s3_full_object_checksum
@@ -358,6 +359,9 @@ class S3Probe(StoreProbe):
         evidence["policy_public"] = public
         evidence["policy_judged_by"] = "dsm (the policy document: Allow to * without a condition)"
         return public
+
+    def storage_class(self, info: Mapping[str, Any]) -> str | None:
+        return str(info.get("StorageClass") or "STANDARD")  # S3 lists STANDARD, or nothing, for standard
 
     def purge(self, loc: Location, prefix: str) -> dict[str, Any]:
         key = _split(loc, prefix)[1]
