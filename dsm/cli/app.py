@@ -293,5 +293,6 @@ import dsm.cli.cutover  # noqa: E402  (cutover plan/start/run/resume/rollback/st
 import dsm.cli.diff  # noqa: E402  (diff)
 import dsm.cli.footprint  # noqa: E402  (footprint)
 import dsm.cli.lifecycle  # noqa: E402  (deprecate, retire, gc)
+import dsm.cli.policy  # noqa: E402  (policy show/set/check)
 import dsm.cli.rewrite  # noqa: E402  (convert-format, reshard)
 import dsm.cli.storage_check  # noqa: E402, F401  (storage check)
