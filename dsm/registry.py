@@ -8,7 +8,8 @@ Layout::
                                         (deprecated, retired), replaced atomically
     NAME/cutovers/ID/                   the journal and lease of a cutover (dsm.cutover)
 
-A reference is ``NAME`` (latest), ``NAME@3``, ``NAME@prod`` (an alias), or a contract file path.
+A reference is ``NAME`` (its newest version that is not retired), ``NAME@3``, ``NAME@prod`` (an alias), or
+a contract file path.
 
 >>> reg = Registry("memory://doc-registry")
 >>> reg.names()
@@ -167,7 +168,11 @@ class Registry:
                 raise DatasetNotFound(
                     f"no dataset named {name!r} in registry {redact(self.url)}; `dsm ls` lists the names"
                 )
-            return self.get(name, versions[-1])
+            statuses = self.statuses(name)
+            usable = [v for v in versions if v not in statuses or statuses[v].status != "retired"]
+            if not usable:
+                raise DatasetNotFound(f"every version of {name} is retired; name one: {name}@{versions[-1]}")
+            return self.get(name, usable[-1])
         if selector.isdigit():
             return self.get(name, int(selector))
         aliases = self.aliases(name)

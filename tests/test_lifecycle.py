@@ -286,3 +286,12 @@ def test_gc_keeps_a_file_that_changed_since_dsm_wrote_it(estate: Estate) -> None
     kept = [f for f in web3.files if f.action == "kept"]
     assert [Path(f.url).name for f in kept] == ["part-00000-of-00002.jsonl"] and "size" in kept[0].reason
     assert changed.exists() and not (estate.root / "c" / "part-00001-of-00002.jsonl").exists()
+
+
+def test_name_alone_resolves_to_the_newest_version_not_retired(estate: Estate) -> None:
+    reg = estate.registry
+    assert dsm.show("web", registry=reg).version == 1  # web@2 and web@3 are retired
+    assert dsm.show("web@latest", registry=reg).version == 1
+    assert dsm.show("web@3", registry=reg).status == "retired"  # still there by number
+    with pytest.raises(dsm.DatasetNotFound, match="every version of raw is retired; name one: raw@1"):
+        dsm.show("raw", registry=reg)
