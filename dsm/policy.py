@@ -48,6 +48,7 @@ __all__ = [
     "Policy",
     "PolicyRule",
     "PolicyViolation",
+    "carry_classifications",
     "classified_fields",
     "policy_json_schema",
     "read_policy",
@@ -81,6 +82,30 @@ def classified_fields(schema: Any) -> dict[str, tuple[str, ...]]:
         if f.classification:
             found.setdefault(f.classification, []).append(f.name)
     return {k: tuple(v) for k, v in found.items()}
+
+
+def carry_classifications(given: Any, previous: Any) -> Any:
+    """The annotations a new version of a dataset gets: those of ``given`` (a :class:`~dsm.contract.Schema`
+    or None), with the classification of every same-named field of ``previous`` (the dataset's newest
+    version) that ``given`` leaves unclassified. A tag once given to a field is carried to every version."""
+    if previous is None:
+        return given
+    from dataclasses import replace
+
+    from dsm.contract import Schema
+
+    tags = {f.name: f for f in previous.fields if f.classification}
+    if given is None:
+        return Schema(fields=tuple(tags.values())) if tags else None
+    merged = []
+    for f in given.fields:
+        carried = tags.get(f.name)
+        merged.append(
+            replace(f, classification=carried.classification) if carried and not f.classification else f
+        )
+    known = {f.name for f in merged}
+    merged += [f for name, f in tags.items() if name not in known]
+    return Schema(fields=tuple(merged), key=given.key)
 
 
 @dataclass(frozen=True, kw_only=True)

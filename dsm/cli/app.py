@@ -88,7 +88,8 @@ def storage_options(pairs: list[str] | None) -> dict[str, Any] | None:
 
 @app.command(
     epilog="Examples:\n\n  dsm register data/web-text/ --name web-text\n\n"
-    "  dsm register 's3://bucket/logs/*.jsonl' --name logs --schema logs-schema.yaml --json"
+    "  dsm register 's3://bucket/logs/*.jsonl' --name logs --schema logs-schema.yaml --json\n\n"
+    "  dsm register data/chats/ --name chats --scan-pii"
 )
 @exits
 def register(
@@ -106,6 +107,13 @@ def register(
     ] = None,
     owner: Annotated[list[str] | None, typer.Option("--owner", help="An owner (repeatable).")] = None,
     key: Annotated[list[str] | None, typer.Option("--key", help="A key field (repeatable).")] = None,
+    scan_pii: Annotated[
+        bool,
+        typer.Option(
+            "--scan-pii",
+            help="Warn about likely e-mail addresses, phone and card numbers in unclassified fields.",
+        ),
+    ] = False,
     workers: WorkersOpt = None,
     registry: RegistryOpt = None,
     storage_option: StorageOpt = None,
@@ -124,6 +132,7 @@ def register(
         owners=owner or (),
         key=key or (),
         workers=workers,
+        scan_pii=scan_pii,
         storage_options=storage_options(storage_option),
         progress=progress_for(json_output),
     )
@@ -136,6 +145,10 @@ def register(
         f"{contract.total_rows:,} rows, {human_bytes(contract.total_bytes)}"
         + (f", fingerprint {fp.unordered[:16]}" if fp else "")
     )
+    if scan_pii:
+        from dsm.cli.render import render_pii_scan
+
+        render_pii_scan(contract.metadata.get("pii_scan") or {})
 
 
 @app.command(

@@ -105,6 +105,13 @@ ShadowDurationOpt = Annotated[
 AllowBreakingOpt = Annotated[
     bool, typer.Option("--allow-breaking", help="Go on even if the target is not compatible for readers.")
 ]
+SkipReadinessOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--skip-readiness",
+        help="A readiness check of the destination that may fail without stopping the plan (repeatable).",
+    ),
+]
 MeasureOpt = Annotated[
     float, typer.Option("--measure-seconds", help="Seconds of the plan's read measurement (dsm bench).")
 ]
@@ -187,6 +194,7 @@ def _render_plan(plan: CutoverPlan) -> None:
         )
         for note in figures.notes:
             console.print(f"  {escape(note)}")
+    _render_readiness(plan)
     compat = plan.compatibility
     verdict = "[bold green]OK[/]" if plan.ok else "[bold red]WILL STOP AT PLAN[/]"
     console.print(f"  compatibility: {verdict} (schema {compat.get('verdict')})")
@@ -194,6 +202,24 @@ def _render_plan(plan: CutoverPlan) -> None:
         console.print(f"    - {escape(problem)}", soft_wrap=True)
     for note in plan.notes:
         console.print(f"  {escape(note)}")
+
+
+def _render_readiness(plan: CutoverPlan) -> None:
+    """The destination's readiness checks (``dsm storage check``), as the plan ran them."""
+    checks = plan.readiness.get("checks") or []
+    if not checks:
+        return
+    table = Table(title=f"destination readiness ({plan.readiness.get('store')})", show_edge=False)
+    for column in ("check", "status", "required", "answer"):
+        table.add_column(column)
+    colours = {"pass": "green", "warn": "yellow", "fail": "bold red", "unknown": "dim"}
+    skipped = set(plan.readiness.get("skipped") or [])
+    for c in checks:
+        required = "yes" if c["required"] else ("skipped" if c["name"] in skipped else "")
+        table.add_row(
+            c["name"], f"[{colours.get(c['status'], '')}]{c['status']}[/]", required, escape(c["detail"])
+        )
+    console.print(table)
 
 
 def _evidence_line(name: str, evidence: dict[str, Any]) -> str:
@@ -304,8 +330,10 @@ def _now() -> float:
 @cutover_app.command(
     epilog="Examples:\n\n  dsm cutover plan web-text@prod --to s3://new-bucket/web-text/ --format parquet\n\n"
     "  dsm cutover plan web-text@prod --to data/web-text-64/ --num-shards 64 --prices prices.yaml --json\n\n"
-    "Measures a short read of the source and writes one temporary sample file to the destination (removed); "
-    "starts nothing. Exit codes: 0 the cutover could go ahead, 1 it would stop at plan (problems listed), "
+    "Measures a short read of the source, writes one temporary sample file to the destination and runs "
+    "dsm storage check there (both removed); starts nothing. A required readiness check that does not pass "
+    "(permissions, consistency, and what the data policy requires) stops it unless --skip-readiness CHECK "
+    "names it. Exit codes: 0 the cutover could go ahead, 1 it would stop at plan (problems listed), "
     "2 bad input, 3 storage failure."
 )
 @exits
@@ -330,6 +358,7 @@ def plan(
     shadow_duration: ShadowDurationOpt = 2.0,
     allow_breaking: AllowBreakingOpt = False,
     measure_seconds: MeasureOpt = 1.0,
+    skip_readiness: SkipReadinessOpt = None,
     workers: WorkersOpt = None,
     registry: RegistryOpt = None,
     storage_option: StorageOpt = None,
@@ -359,6 +388,7 @@ def plan(
         shadow_duration=shadow_duration,
         allow_breaking=allow_breaking,
         measure_seconds=measure_seconds,
+        skip_readiness=skip_readiness or (),
         workers=workers,
         registry=registry,
         storage_options=storage_options(storage_option),
@@ -424,6 +454,7 @@ def start(
     ] = "1",
     allow_breaking: AllowBreakingOpt = False,
     measure_seconds: MeasureOpt = 1.0,
+    skip_readiness: SkipReadinessOpt = None,
     run: Annotated[bool, typer.Option("--run", help="Run every stage now (not only the plan).")] = False,
     through: ThroughOpt = None,
     lease_seconds: LeaseOpt = 60.0,
@@ -462,6 +493,7 @@ def start(
         shadow_workers=shadow_workers,
         allow_breaking=allow_breaking,
         measure_seconds=measure_seconds,
+        skip_readiness=skip_readiness or (),
         run=run,
         through=through,
         lease_seconds=lease_seconds,

@@ -16,7 +16,15 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-__all__ = ["BarProgress", "console", "err_console", "human_bytes", "print_json", "progress_for"]
+__all__ = [
+    "BarProgress",
+    "console",
+    "err_console",
+    "human_bytes",
+    "print_json",
+    "progress_for",
+    "render_pii_scan",
+]
 
 console = Console()
 err_console = Console(stderr=True)
@@ -69,3 +77,21 @@ def progress_for(json_output: bool) -> BarProgress | None:
     if json_output or not sys.stderr.isatty():
         return None
     return BarProgress()
+
+
+_PII_WORDS = {"email": "e-mail addresses", "phone": "phone numbers", "card": "payment card numbers (Luhn)"}
+
+
+def render_pii_scan(scan: dict[str, Any]) -> None:
+    """The warnings of ``register --scan-pii`` (counts per field and kind; the scan keeps no value)."""
+    findings = scan.get("findings") or []
+    if not findings:
+        console.print(f"  pii scan: nothing found in {scan.get('rows', 0):,} sampled rows")
+        return
+    for f in findings:
+        what = _PII_WORDS.get(f["kind"], f["kind"])
+        console.print(
+            f"  [bold yellow]warning:[/] field {f['field']}: {f['count']:,} of {f['sampled']:,} sampled "
+            f"values look like {what}: classify it (classification: pii, with --schema) or check the data",
+            highlight=False,
+        )

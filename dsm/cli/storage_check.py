@@ -115,7 +115,7 @@ def check(
 
     report = lib.storage_check(
         url,
-        require=require or (),
+        require=require or None,
         checks=checks,
         objects=objects,
         object_size=object_size,

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dsm.contract import Contract, Lineage
-from dsm.cutover.estimate import Estimate, Measurements, estimate
+from dsm.cutover.estimate import Estimate, Measurements, destination_speeds, estimate
 from dsm.cutover.journal import CutoverJournal
 from dsm.cutover.killpoints import copy_crash_units, kill_point
 from dsm.cutover.lease import Lease
@@ -161,6 +161,10 @@ class CutoverPlan:
     compatibility: Mapping[str, Any]
     prices: str
     notes: tuple[str, ...] = ()
+    readiness: Mapping[str, Any] = field(default_factory=dict)
+    """``dsm storage check`` of the destination, with the checks required and skipped."""
+    policy: Mapping[str, Any] = field(default_factory=dict)
+    """The data policy's verdict on the destination (``dsm.commands.policy.check_destination``)."""
 
     @property
     def ok(self) -> bool:
@@ -187,6 +191,8 @@ class CutoverPlan:
             "ok": self.ok,
             "prices": self.prices,
             "notes": list(self.notes),
+            "readiness": dict(self.readiness),
+            "policy": dict(self.policy),
         }
 
 
@@ -239,6 +245,7 @@ def compute_plan(
     """
     from dsm.commands.bench import bench
     from dsm.commands.diff import compare_schemas
+    from dsm.commands.storage_check import plan_readiness
     from dsm.cutover.sample import measure_sample
 
     prices = PriceTable.from_dict(spec["prices"], source=str(spec["prices"].get("source", "journal")))
@@ -253,6 +260,15 @@ def compute_plan(
             f"the destination {redact(dest.url)} is not empty ({shown}): a cutover writes into an "
             "empty folder"
         )
+    ready = plan_readiness(
+        str(spec["destination"]),
+        schema=source.schema,
+        skip=(spec.get("readiness") or {}).get("skip", ()),
+        workers=workers,
+        registry=registry,
+        storage_options=storage_options,
+    )
+    problems += ready.problems
     changes = compare_schemas(source.schema, source.schema)  # the rewrite keeps the schema as it is
     breaking = [c.to_dict() for c in changes if c.breaking]
     if breaking and not spec.get("allow_breaking"):
@@ -275,7 +291,7 @@ def compute_plan(
     figures: Estimate | None = None
     notes: list[str] = []
     rewrite = spec["rewrite"]
-    if not compatibility["unsupported"]:
+    if not compatibility["unsupported"] and not ready.forbidden:
         plan = _layout(spec, source, out_fmt, storage_options)
         rows = [u.rows for u in plan.units]
         duration = float(spec.get("measure_seconds") or 1.0)
@@ -300,6 +316,7 @@ def compute_plan(
             encode_seconds=speeds.encode_seconds,
             fingerprint_seconds=speeds.fingerprint_seconds,
             write_seconds=speeds.write_seconds,
+            **destination_speeds(ready.report.throughput if ready.report is not None else None),
             bench={
                 "workers": first.workers,
                 "seconds": duration,
@@ -336,6 +353,11 @@ def compute_plan(
             "shuffle": bool(rewrite.get("shuffle")),
             "seed": rewrite.get("seed"),
         }
+    elif ready.forbidden:
+        notes.append(
+            "no estimate: the data policy does not allow this data at the destination (no sample of it "
+            "was written there)"
+        )
     else:
         notes.append("no layout or estimate: the target format cannot hold the schema")
     return CutoverPlan(
@@ -353,6 +375,8 @@ def compute_plan(
         compatibility=compatibility,
         prices=prices.source,
         notes=tuple(notes),
+        readiness=ready.to_dict(),
+        policy=ready.policy.to_dict(),
     )
 
 

@@ -1,6 +1,7 @@
 """``dsm convert-format`` and ``dsm reshard``: rewrite a dataset without changing one row.
 
-Both run one engine (:mod:`dsm.rewrite`): check the target format can hold the schema, plan the output
+Both run one engine (:mod:`dsm.rewrite`): check the target format can hold the schema and the registry's
+data policy allows the destination (docs/policy.md), plan the output
 files from the source contract, check the source shards' checksums, write every output file under a
 temporary name (renamed when complete) while hashing its bytes as they are written and digesting the rows
 handed to the writer (``proof: written-batches``; with ``read_back=True`` each file is instead re-read as a
@@ -22,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 
 from dsm.commands._common import now_utc, open_registry, tool_name
+from dsm.commands.policy import check_destination, policy_error
 from dsm.contract import Contract, Lineage, Shard
 from dsm.engine import NullProgress, Progress, map_units
 from dsm.errors import CheckFailed, DatasetNotFound, InputError, SchemaError
@@ -330,6 +332,9 @@ def _rewrite(
             f"destination {redact(dest)} overlaps the location of {source.ref} ({redact(source.location)}); "
             "write to a folder of its own"
         )
+    verdict = check_destination(source.schema, dest, registry=reg, storage_options=storage_options)
+    if not verdict.ok:
+        raise policy_error(verdict, f"{operation} of {source.ref} to {redact(dest)}")
     if shard_size is not None:
         target = parse_size(shard_size, what="--shard-size")
         rows_per_shard = estimate_rows_per_shard(source, src_loc, src_fmt, out_fmt, schema, target)

@@ -662,7 +662,7 @@ def _bounded(objects: int, object_size: int | str, workers: int) -> tuple[int, i
 def storage_check(
     url: str,
     *,
-    require: Sequence[str] = (),
+    require: Sequence[str] | None = None,
     checks: Sequence[str] | None = None,
     objects: int = 8,
     object_size: int | str = "1MiB",
@@ -673,13 +673,13 @@ def storage_check(
     """Run the readiness checks on the folder or prefix ``url`` and return the report.
 
     ``checks`` selects which to run (check or group names; default every one), ``require`` which must
-    pass (default: ``permissions`` and ``consistency`` of those run; a required check is always run). The
+    pass (None: ``permissions`` and ``consistency`` of those run; a required check is always run). The
     throughput probe writes ``objects`` objects of ``object_size`` with ``workers`` in parallel and fails
     below ``min_throughput`` (bytes/s or ``"100MB/s"``). Everything written goes under a scratch prefix
     that is removed at the end, whatever happens.
     """
     wanted = set(resolve_checks(checks, what="check") if checks is not None else CHECKS)
-    if require:
+    if require is not None:
         required = set(resolve_checks(require, what="required check"))
         wanted |= required
     else:  # the default requirements, of the checks that run
@@ -743,4 +743,97 @@ def storage_check(
         scratch=scratch,
         throughput=run.throughput,
         seconds=time.perf_counter() - started,
+    )
+
+
+# --------------------------------------------------------------------------------------- for cutover plan
+
+PLAN_PROBE_OBJECTS = 4
+PLAN_PROBE_SIZE = 1 << 20
+"""The throughput probe a cutover plan runs on its destination: small, the plan takes about a second."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanReadiness:
+    """What a cutover plan learns about its destination: the readiness report (None when the data policy
+    forbids the location: then nothing is written there, not even a scratch object), the checks required
+    (``permissions`` and ``consistency``, and what the policy's rules need), those skipped, the policy's
+    verdict, and the problems that stop the cutover at plan. ``forbidden`` is True when a policy rule is
+    broken: the plan then writes no sample of the data there either."""
+
+    report: ReadinessReport | None
+    required: tuple[str, ...]
+    skipped: tuple[str, ...]
+    policy: Any  # dsm.commands.policy.PolicyCheck
+    problems: tuple[str, ...]
+
+    @property
+    def forbidden(self) -> bool:
+        return not self.policy.ok
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **(self.report.to_dict() if self.report is not None else {"checks": []}),
+            "required": list(self.required),
+            "skipped": list(self.skipped),
+            "problems": list(self.problems),
+        }
+
+
+def plan_readiness(
+    url: str,
+    *,
+    schema: Any,
+    skip: Sequence[str] = (),
+    workers: int | None = None,
+    registry: Any = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> PlanReadiness:
+    """Run every readiness check on a cutover's destination ``url`` (a small throughput probe) and judge
+    it: a required check that does not pass is a problem unless ``skip`` names it; the data policy's
+    rules for ``schema``'s classifications are judged from the same answers (skipping does not lift a
+    policy rule). A location the policy does not allow is not written to at all."""
+    from dsm.commands._common import open_registry
+    from dsm.commands.policy import PolicyCheck, check_destination
+    from dsm.policy import classified_fields, read_policy
+
+    reg = open_registry(registry, storage_options)
+    skipped = resolve_checks(skip, what="--skip-readiness")
+    policy = read_policy(reg.location)
+    classified = classified_fields(schema)
+    needs = policy.storage_requirements(classified) if policy is not None else {}
+    required = tuple(
+        c for c in resolve_checks([*DEFAULT_REQUIRED, *needs], what="required check") if c not in skipped
+    )
+    if policy is not None and classified:
+        refused = policy.location_violations(classified, url, storage_options)
+        if refused:
+            verdict = PolicyCheck(
+                url=redact(url), policy=policy.source, classified=classified, violations=tuple(refused)
+            )
+            return PlanReadiness(
+                report=None,
+                required=required,
+                skipped=skipped,
+                policy=verdict,
+                problems=tuple(v.message for v in refused),
+            )
+    report = storage_check(
+        url,
+        require=required,
+        objects=PLAN_PROBE_OBJECTS,
+        object_size=PLAN_PROBE_SIZE,
+        workers=max(1, min(4, workers or 4)),
+        storage_options=storage_options,
+    )
+    problems = [
+        f"readiness check {c.name} of {redact(url)}: {c.status}: {c.detail} "
+        f"(--skip-readiness {c.name} to go on)"
+        for c in report.checks
+        if c.name in required and c.status != "pass"
+    ]
+    verdict = check_destination(schema, url, readiness=report, registry=reg, storage_options=storage_options)
+    problems += [v.message for v in verdict.violations]
+    return PlanReadiness(
+        report=report, required=required, skipped=skipped, policy=verdict, problems=tuple(problems)
     )

@@ -19,15 +19,21 @@ kind and how many sampled values matched; the values themselves are never kept, 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-__all__ = ["KINDS", "PiiFinding", "luhn_valid", "scan_batches"]
+if TYPE_CHECKING:
+    from dsm.formats import Format
+    from dsm.storage import Location
+
+__all__ = ["KINDS", "SAMPLE_ROWS", "PiiFinding", "PiiScan", "luhn_valid", "scan_batches", "scan_shards"]
 
 KINDS = ("card", "email", "phone")
+SAMPLE_ROWS = 1000
+"""Rows :func:`scan_shards` samples: the first rows of up to four shards spread over the dataset."""
 
 _EMAIL = re.compile(r"(?<![\w.+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,24}\b")
 _PHONE = re.compile(
@@ -118,3 +124,51 @@ def scan_batches(batches: Iterable[pa.RecordBatch], *, classified: set[str]) -> 
         PiiFinding(field=path, kind=kind, count=n, sampled=sampled[path])
         for (path, kind), n in sorted(counts.items())
     ]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PiiScan:
+    """What :func:`scan_shards` sampled (``rows`` from ``shards``) and found."""
+
+    rows: int
+    shards: tuple[str, ...]
+    findings: tuple[PiiFinding, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rows": self.rows,
+            "shards": list(self.shards),
+            "findings": [f.to_dict() for f in self.findings],
+        }
+
+
+def scan_shards(
+    loc: Location,
+    paths: Sequence[str],
+    fmt: Format,
+    schema: pa.Schema | None,
+    *,
+    classified: set[str],
+    rows: int = SAMPLE_ROWS,
+) -> PiiScan:
+    """Sample about ``rows`` rows (the first rows of up to four of ``paths``, spread over them) and scan
+    their unclassified fields."""
+    from dsm.reader import iter_shard
+
+    picks = sorted({round(i * (len(paths) - 1) / 3) for i in range(4)}) if paths else []
+    chosen = [paths[i] for i in picks]
+    per_shard = -(-rows // max(len(chosen), 1))
+    batches: list[pa.RecordBatch] = []
+    taken = 0
+    for path in chosen:
+        want = per_shard
+        for batch in iter_shard(loc, path, fmt, schema=schema, batch_rows=min(want, 1024)):
+            piece = batch.slice(0, want)
+            batches.append(piece)
+            want -= piece.num_rows
+            if want <= 0:
+                break
+        taken += per_shard - max(want, 0)
+    return PiiScan(
+        rows=taken, shards=tuple(chosen), findings=tuple(scan_batches(batches, classified=classified))
+    )
