@@ -79,7 +79,7 @@ def retire(
 def _render_gc(report: GcReport) -> None:
     table = Table(title=f"gc {report.run}" + (" (dry run)" if report.dry_run else ""))
     for column in ("version", "file", "bytes", "action", "why"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold")  # whole paths, never cut
     colours = {"delete": "yellow", "deleted": "bold red", "missing": "dim", "kept": "green"}
     for version in report.versions:
         if not version.files:

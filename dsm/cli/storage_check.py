@@ -79,8 +79,9 @@ def _render(report: ReadinessReport) -> None:
     "Checks (groups): write, read, list, delete (permissions); conditional-create, compare-and-swap "
     "(atomicity); read-after-write, list-after-write (consistency); server-checksums (checksums); "
     "delete-protection (durability); encryption, public-access (security); throughput. Each answers "
-    "pass, warn, fail, or unknown where the store's API does not tell. Required by default: permissions "
-    "and consistency. Scratch objects go under URL/.dsm-tmp-readiness-*/ and are always removed.\n\n"
+    "pass, warn, fail, or unknown where the store's API does not tell. Always required: permissions "
+    "and consistency; --require adds more. Scratch objects go under URL/.dsm-tmp-readiness-*/ and are "
+    "always removed.\n\n"
     "Exit codes: 0 every required check passed, 1 one did not, 2 bad input, 3 storage failure."
 )
 @exits
@@ -115,7 +116,7 @@ def check(
 
     report = lib.storage_check(
         url,
-        require=require or None,
+        require=require or (),
         checks=checks,
         objects=objects,
         object_size=object_size,

@@ -23,8 +23,8 @@ check                  group            what it does
 =====================  ===============  =====================================================================
 
 A check is ``pass``, ``warn``, ``fail``, or ``unknown`` where the store's API does not tell. The report is
-``ok`` when every *required* check passes: ``permissions`` and ``consistency`` unless ``require`` names
-others (check or group names; ``all``). The store-specific answers come from :mod:`dsm.readiness`.
+``ok`` when every *required* check passes: ``permissions`` and ``consistency``, and the checks ``require``
+adds (check or group names; ``all``). The store-specific answers come from :mod:`dsm.readiness`.
 
 >>> report = storage_check("s3://new-bucket/datasets/", require=["atomicity"])  # doctest: +SKIP
 >>> report.ok, report.check("encryption").status  # doctest: +SKIP
@@ -662,7 +662,8 @@ def _bounded(objects: int, object_size: int | str, workers: int) -> tuple[int, i
 def storage_check(
     url: str,
     *,
-    require: Sequence[str] | None = None,
+    require: Sequence[str] = (),
+    skip: Sequence[str] = (),
     checks: Sequence[str] | None = None,
     objects: int = 8,
     object_size: int | str = "1MiB",
@@ -672,18 +673,19 @@ def storage_check(
 ) -> ReadinessReport:
     """Run the readiness checks on the folder or prefix ``url`` and return the report.
 
-    ``checks`` selects which to run (check or group names; default every one), ``require`` which must
-    pass (None: ``permissions`` and ``consistency`` of those run; a required check is always run). The
+    ``checks`` selects which to run (check or group names; default every one). Required to pass are
+    ``permissions`` and ``consistency`` (those that run), the checks ``require`` adds (always run), less
+    those ``skip`` names. The
     throughput probe writes ``objects`` objects of ``object_size`` with ``workers`` in parallel and fails
     below ``min_throughput`` (bytes/s or ``"100MB/s"``). Everything written goes under a scratch prefix
     that is removed at the end, whatever happens.
     """
     wanted = set(resolve_checks(checks, what="check") if checks is not None else CHECKS)
-    if require is not None:
-        required = set(resolve_checks(require, what="required check"))
-        wanted |= required
-    else:  # the default requirements, of the checks that run
-        required = set(resolve_checks(DEFAULT_REQUIRED)) & wanted
+    extra = set(resolve_checks(require, what="required check"))
+    wanted |= extra
+    required = (set(resolve_checks(DEFAULT_REQUIRED)) & wanted | extra) - set(
+        resolve_checks(skip, what="skip")
+    )
     if wanted & set(_ON_OBJECT):
         wanted |= {"write", "delete"}  # they look at the object the write leaves, which is then deleted
     objects, size, workers = _bounded(objects, object_size, workers)
@@ -820,7 +822,8 @@ def plan_readiness(
             )
     report = storage_check(
         url,
-        require=required,
+        require=list(needs),
+        skip=skipped,
         objects=PLAN_PROBE_OBJECTS,
         object_size=PLAN_PROBE_SIZE,
         workers=max(1, min(4, workers or 4)),
