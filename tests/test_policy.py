@@ -18,6 +18,7 @@ from dsm.contract import Field, Schema
 from dsm.errors import ContractError, InputError
 from dsm.policy import Policy, classified_fields, policy_json_schema
 from tests.conftest import StorageRoot
+from tests.readiness_support import bucket_of, encrypt_bucket
 from tests.servers import MotoServer
 
 runner = CliRunner()
@@ -161,14 +162,9 @@ def test_check_destination_runs_only_the_checks_the_rules_need(
     assert violation.rule == "classifications.pii.require_encryption"
     assert "answers encryption fail" in violation.message
     assert set(verdict.answers) == {"write", "delete", "encryption"}  # not the whole readiness report
-    bucket = s3_storage.url.removeprefix("s3://").split("/")[0]
+    bucket = bucket_of(s3_storage.url)
     client = moto_server.client()
-    client.put_bucket_encryption(
-        Bucket=bucket,
-        ServerSideEncryptionConfiguration={
-            "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "aws:kms"}}]
-        },
-    )
+    encrypt_bucket(client, bucket, "aws:kms")
     assert check_destination(PII, s3_storage.url, registry=registry, storage_options=s3_storage.options).ok
     assert client.list_objects_v2(Bucket=bucket).get("KeyCount") == 0  # the scratch object is gone
 

@@ -17,6 +17,7 @@ from dsm.contract import Field, Schema
 from dsm.errors import InputError
 from tests.conftest import StorageRoot, write_parquet_shards
 from tests.cutover_support import FAST, FAST_CLI, sample_schema
+from tests.readiness_support import block_public_access, bucket_of, encrypt_bucket
 from tests.servers import MotoServer
 
 runner = CliRunner()
@@ -108,7 +109,7 @@ def test_a_rewrite_to_s3_needs_the_encryption_the_policy_requires(
     data, table = pii_data
     registry = tmp_path / "registry"
     dsm.register(str(data), name="web", registry=str(registry), schema=sample_schema(table))
-    bucket = s3_storage.url.removeprefix("s3://").split("/")[0]
+    bucket = bucket_of(s3_storage.url)
     _policy(registry, [f"s3://{bucket}/", str(tmp_path)], require_encryption=True, block_public_access=True)
     dest = s3_storage.join("web")
     with pytest.raises(InputError, match=r"classifications\.pii\.require_encryption") as refused:
@@ -118,19 +119,8 @@ def test_a_rewrite_to_s3_needs_the_encryption_the_policy_requires(
     assert "and 1 more rule" in str(refused.value)  # public access is not blocked either
     client = moto_server.client()
     assert client.list_objects_v2(Bucket=bucket).get("KeyCount") == 0  # the readiness scratch is gone too
-    client.put_bucket_encryption(
-        Bucket=bucket,
-        ServerSideEncryptionConfiguration={
-            "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]
-        },
-    )
-    client.put_public_access_block(
-        Bucket=bucket,
-        PublicAccessBlockConfiguration={
-            k: True
-            for k in ("BlockPublicAcls", "IgnorePublicAcls", "BlockPublicPolicy", "RestrictPublicBuckets")
-        },
-    )
+    encrypt_bucket(client, bucket)
+    block_public_access(client, bucket)
     done = dsm.convert_format(
         "web", dest, to="parquet", registry=str(registry), storage_options=s3_storage.options
     )

@@ -18,6 +18,7 @@ from dsm.errors import InputError
 from dsm.readiness import LocalProbe
 from dsm.readiness.s3 import _allows_everyone
 from tests.conftest import StorageRoot
+from tests.readiness_support import allow_public_reads, block_public_access, bucket_of, encrypt_bucket
 from tests.servers import AzuriteServer, MotoServer
 
 runner = CliRunner()
@@ -126,23 +127,10 @@ def test_s3_bucket_with_versioning_encryption_and_public_access_blocked(
     s3_storage: StorageRoot, moto_server: MotoServer
 ) -> None:
     client = moto_server.client()
-    bucket = s3_storage.url.removeprefix("s3://").split("/")[0]
+    bucket = bucket_of(s3_storage.url)
     client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
-    client.put_bucket_encryption(
-        Bucket=bucket,
-        ServerSideEncryptionConfiguration={
-            "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]
-        },
-    )
-    client.put_public_access_block(
-        Bucket=bucket,
-        PublicAccessBlockConfiguration={
-            "BlockPublicAcls": True,
-            "IgnorePublicAcls": True,
-            "BlockPublicPolicy": True,
-            "RestrictPublicBuckets": True,
-        },
-    )
+    encrypt_bucket(client, bucket)
+    block_public_access(client, bucket)
     report = storage_check(
         s3_storage.url, storage_options=s3_storage.options, require=["all"], min_throughput="1KB/s", **SMALL
     )
@@ -163,19 +151,8 @@ def test_s3_public_read_policy_and_acl_fail_public_access(
     s3_storage: StorageRoot, moto_server: MotoServer
 ) -> None:
     client = moto_server.client()
-    bucket = s3_storage.url.removeprefix("s3://").split("/")[0]
-    policy = {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Effect": "Allow",
-                "Principal": "*",
-                "Action": "s3:GetObject",
-                "Resource": f"arn:aws:s3:::{bucket}/*",
-            }
-        ],
-    }
-    client.put_bucket_policy(Bucket=bucket, Policy=json.dumps(policy))
+    bucket = bucket_of(s3_storage.url)
+    allow_public_reads(client, bucket)
     public = storage_check(s3_storage.url, storage_options=s3_storage.options, checks=["public-access"])
     check = public.check("public-access")
     assert check.status == "fail" and "bucket policy allows everyone" in check.detail

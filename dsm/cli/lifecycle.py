@@ -33,6 +33,17 @@ def _render_change(change: StatusChange, json_output: bool) -> None:
     console.print(f"{change.ref}: {change.previous} → [bold]{change.status}[/] ({escape(change.reason)})")
 
 
+def _set_status(
+    command: str, ref: str, reason: str | None, registry: str | None, options: list[str] | None
+) -> StatusChange:
+    from dsm.commands import lifecycle
+
+    change: StatusChange = getattr(lifecycle, command)(
+        ref, reason=reason, registry=registry, storage_options=storage_options(options)
+    )
+    return change
+
+
 @app.command(
     epilog="Examples:\n\n  dsm deprecate web-text@2 --reason 'superseded by web-text@3'\n\n"
     "  dsm deprecate web-text@2 --json"
@@ -46,12 +57,7 @@ def deprecate(
     json_output: JsonOpt = False,
 ) -> None:
     """Mark a version deprecated: superseded, still readable, its data kept."""
-    from dsm.commands import lifecycle
-
-    change = lifecycle.deprecate(
-        ref, reason=reason, registry=registry, storage_options=storage_options(storage_option)
-    )
-    _render_change(change, json_output)
+    _render_change(_set_status("deprecate", ref, reason, registry, storage_option), json_output)
 
 
 @app.command(
@@ -68,12 +74,7 @@ def retire(
     json_output: JsonOpt = False,
 ) -> None:
     """Mark a version retired: no longer read; gc may delete the files dsm wrote for it."""
-    from dsm.commands import lifecycle
-
-    change = lifecycle.retire(
-        ref, reason=reason, registry=registry, storage_options=storage_options(storage_option)
-    )
-    _render_change(change, json_output)
+    _render_change(_set_status("retire", ref, reason, registry, storage_option), json_output)
 
 
 def _render_gc(report: GcReport) -> None:

@@ -16,7 +16,7 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -120,10 +120,33 @@ def _storage_violations(
     return out
 
 
-def _answers(report: ReadinessReport | None, findings: Mapping[str, Finding]) -> dict[str, dict[str, Any]]:
-    if report is not None:
-        return {c.name: {"status": c.status, "detail": c.detail} for c in report.checks}
-    return {k: {"status": f.status, "detail": f.detail} for k, f in findings.items()}
+def _judge(
+    schema: Schema,
+    url: str,
+    registry: str | Registry | None,
+    storage_options: Mapping[str, Any] | None,
+    ask: Callable[[Mapping[str, list[str]], bool], Mapping[str, Any]],
+) -> PolicyCheck:
+    """The verdict of the registry's policy on data of ``schema`` at ``url``. ``ask(needs, refused)``
+    returns the store's answers (``{check: an object with status and detail}``) to the readiness checks
+    the rules need; ``refused`` says the location itself is already not allowed."""
+    reg = open_registry(registry, storage_options)
+    policy = read_policy(reg.location)
+    classified = classified_fields(schema)
+    if policy is None or not classified:
+        return PolicyCheck(url=redact(url), policy=policy.source if policy else None, classified=classified)
+    violations = policy.location_violations(classified, url, storage_options)
+    needs = policy.storage_requirements(classified)
+    answers = ask(needs, bool(violations)) if needs else {}
+    violations += _storage_violations(policy, classified, url, answers)
+    return PolicyCheck(
+        url=redact(url),
+        policy=policy.source,
+        classified=classified,
+        violations=tuple(violations),
+        required_checks={k: tuple(v) for k, v in needs.items()},
+        answers={k: {"status": a.status, "detail": a.detail} for k, a in answers.items()},
+    )
 
 
 def check_location(
@@ -137,30 +160,18 @@ def check_location(
     """The policy's verdict on data of ``schema`` already stored at ``url`` (``dsm register``): the
     allowed locations, and what the store answers (read-only) about encryption and public access;
     ``sample`` is a file under ``url`` the store is asked about (its encryption)."""
-    reg = open_registry(registry, storage_options)
-    policy = read_policy(reg.location)
-    classified = classified_fields(schema)
-    if policy is None or not classified:
-        return PolicyCheck(url=redact(url), policy=policy.source if policy else None, classified=classified)
-    violations = policy.location_violations(classified, url, storage_options)
-    needs = policy.storage_requirements(classified)
-    findings: dict[str, Finding] = {}
-    if needs:
+
+    def ask(needs: Mapping[str, list[str]], refused: bool) -> dict[str, Finding]:
         loc = location(url, storage_options)
         probe = probe_for(loc)
+        found = {}
         if "encryption" in needs:
-            findings["encryption"] = probe.encryption(loc, sample)
+            found["encryption"] = probe.encryption(loc, sample)
         if "public-access" in needs:
-            findings["public-access"] = probe.public_access(loc)
-    violations += _storage_violations(policy, classified, url, findings)
-    return PolicyCheck(
-        url=redact(url),
-        policy=policy.source,
-        classified=classified,
-        violations=tuple(violations),
-        required_checks={k: tuple(v) for k, v in needs.items()},
-        answers=_answers(None, findings),
-    )
+            found["public-access"] = probe.public_access(loc)
+        return found
+
+    return _judge(schema, url, registry, storage_options, ask)
 
 
 def check_destination(
@@ -174,30 +185,19 @@ def check_destination(
     """The policy's verdict on writing data of ``schema`` to ``url`` (a rewrite's or a cutover's
     destination), before anything is written. Encryption and public access are judged by ``dsm storage
     check`` (``readiness``, when the caller already ran it; else only the checks the rules need are run,
-    under the check's own scratch prefix, which it removes)."""
-    reg = open_registry(registry, storage_options)
-    policy = read_policy(reg.location)
-    classified = classified_fields(schema)
-    if policy is None or not classified:
-        return PolicyCheck(url=redact(url), policy=policy.source if policy else None, classified=classified)
-    violations = policy.location_violations(classified, url, storage_options)
-    needs = policy.storage_requirements(classified)
-    if needs and readiness is None and not violations:
-        from dsm.commands.storage_check import storage_check
+    under the check's own scratch prefix, which it removes; not at all where the location is refused)."""
 
-        readiness = storage_check(
-            url, checks=list(needs), require=list(needs), storage_options=storage_options
-        )
-    answers = {c.name: c for c in readiness.checks} if readiness is not None else {}
-    violations += _storage_violations(policy, classified, url, answers)
-    return PolicyCheck(
-        url=redact(url),
-        policy=policy.source,
-        classified=classified,
-        violations=tuple(violations),
-        required_checks={k: tuple(v) for k, v in needs.items()},
-        answers=_answers(readiness, {}),
-    )
+    def ask(needs: Mapping[str, list[str]], refused: bool) -> dict[str, Any]:
+        report = readiness
+        if report is None and not refused:
+            from dsm.commands.storage_check import storage_check
+
+            report = storage_check(
+                url, checks=list(needs), require=list(needs), storage_options=storage_options
+            )
+        return {c.name: c for c in report.checks} if report is not None else {}
+
+    return _judge(schema, url, registry, storage_options, ask)
 
 
 # ------------------------------------------------------------------------------------------- commands
