@@ -362,3 +362,25 @@ def test_cli_options_reach_the_library(monkeypatch: pytest.MonkeyPatch) -> None:
         "min_throughput": "10MB/s",
         "storage_options": {"anon": True},
     }
+
+
+def test_a_missing_bucket_or_container_fails_the_write_and_leaves_nothing(
+    moto_server: MotoServer, azurite_server: AzuriteServer
+) -> None:
+    for url, options in (
+        ("s3://dsm-no-such-bucket/data", moto_server.options()),
+        ("az://dsm-no-such-container/data", azurite_server.options()),
+    ):
+        report = storage_check(url, storage_options=options, **SMALL)
+        assert not report.ok and report.check("write").status == "fail"
+        assert "not" in report.check("write").detail  # not found / does not exist, from the store
+        assert report.check("read").detail == "not tested: the write failed"
+        assert report.scratch.clean
+    assert (
+        "the bucket does not exist"
+        in storage_check(
+            "s3://dsm-no-such-bucket/data", storage_options=moto_server.options(), checks=["public-access"]
+        )
+        .check("public-access")
+        .detail
+    )

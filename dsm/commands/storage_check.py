@@ -244,11 +244,16 @@ class ReadinessReport:
         }
 
 
-def _store_error(exc: BaseException) -> bool:
-    """An error the store (or its client library) answered with, as opposed to a bug in dsm."""
-    if isinstance(exc, (DsmError, OSError)):
-        return True
-    return type(exc).__module__.split(".")[0] in ("botocore", "aiobotocore", "azure", "s3fs", "adlfs")
+def _store_error(exc: BaseException | None) -> bool:
+    """An error the store (or its client library) answered with, as opposed to a bug in dsm. Client
+    libraries wrap the service's error in their own (adlfs raises RuntimeError from an azure error)."""
+    while exc is not None:
+        if isinstance(exc, (DsmError, OSError)):
+            return True
+        if type(exc).__module__.split(".")[0] in ("botocore", "aiobotocore", "azure", "s3fs", "adlfs"):
+            return True
+        exc = exc.__cause__
+    return False
 
 
 def _message(exc: BaseException) -> str:

@@ -91,7 +91,10 @@ def _ask(loc: Location, rel: str, operation: str, missing: tuple[str, ...] = (),
 
 
 def _unknown(check: str, what: str, exc: _Refused) -> Finding:
-    why = "the credentials may not call it" if exc.denied else "the store does not answer it"
+    if exc.code == "NoSuchBucket":
+        why = "the bucket does not exist"
+    else:
+        why = "the credentials may not call it" if exc.denied else "the store does not answer it"
     return Finding(
         check=check,
         status="unknown",
@@ -368,8 +371,8 @@ class S3Probe(StoreProbe):
         removed = 0
         try:
             listing = _call(loc, prefix, "list_object_versions", key=False, Prefix=key.rstrip("/") + "/")
-        except _Refused as exc:
-            return {"versions_left": "unknown", "error": exc.code or exc.status}
+        except _Refused as exc:  # no bucket, or not allowed to list versions: nothing dsm can remove
+            return {"versions_removed": 0, "versions_left": [], "versions_unknown": exc.code or exc.status}
         doomed = [
             {"Key": v["Key"], "VersionId": v["VersionId"]}
             for v in [*listing.get("Versions", []), *listing.get("DeleteMarkers", [])]
