@@ -15,8 +15,8 @@
 A dataset's classifications are the ``classification`` tags of its contract's fields. Each has the rule of
 its name, else ``default``; a classification with neither is refused everywhere (a tag nobody wrote a
 rule for is a question, not a permission). Unclassified fields are not restricted. Locations compare as
-canonical values (:mod:`dsm.canonical`): symlinks, ``s3a://`` and trailing slashes do not matter, and a
-prefix matches on a path boundary (``s3://b/data`` allows ``s3://b/data/x``, not ``s3://b/data2``).
+canonical values (:mod:`dsm.storage.canonical`): symlinks, ``s3a://`` and trailing slashes do not matter,
+and a prefix matches on a path boundary (``s3://b/data`` allows ``s3://b/data/x``, not ``s3://b/data2``).
 
 This module is the model and the location rule. What a store reports about encryption and public access
 comes from ``dsm storage check``; the commands layer joins the two (``dsm.commands.policy``).
@@ -37,10 +37,9 @@ from typing import Any
 
 import yaml
 
-from dsm.canonical import canonical_url, is_within
-from dsm.cutover.state import parse_duration
 from dsm.errors import ContractError, InputError
-from dsm.storage import Location, protocol_of, public_url, redact
+from dsm.storage import Location, canonical_url, is_within, protocol_of, public_url, redact
+from dsm.units import parse_duration
 
 __all__ = [
     "POLICY_FILE",

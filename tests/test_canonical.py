@@ -8,8 +8,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsm.canonical import canonical_location, canonical_url, is_within
-from dsm.storage import location
+from dsm.storage import canonical_location, canonical_url, is_within, location
 from tests.servers import AzuriteServer, MotoServer
 
 

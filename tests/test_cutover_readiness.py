@@ -13,10 +13,10 @@ from typer.testing import CliRunner
 import dsm
 import dsm.commands.storage_check as storage_check_command
 from dsm.cli.app import app
-from dsm.cutover.estimate import Measurements, estimate
-from dsm.cutover.prices import load_prices
+from dsm.commands.cutover.estimate import Measurements, estimate
+from dsm.commands.cutover.prices import load_prices
 from dsm.errors import InputError
-from dsm.readiness import Finding
+from dsm.storage.readiness import Finding
 from tests.conftest import StorageRoot
 from tests.cutover_support import FAST, FAST_CLI, make_dataset
 
@@ -64,7 +64,7 @@ def test_a_required_check_that_fails_stops_the_plan_unless_skipped(
         )
         run.findings["list-after-write"] = Finding(check="list-after-write", status="pass", detail="listed")
 
-    monkeypatch.setattr(storage_check_command, "_check_consistency", stale_reads)
+    monkeypatch.setattr(storage_check_command, "check_consistency", stale_reads)
     dest = str(tmp_path / "new")
     plan = dsm.plan_cutover(
         "web@prod", to=dest, registry=registry, **{k: FAST[k] for k in ("measure_seconds",)}

@@ -62,7 +62,7 @@ def estate(tmp_path: Path, sample_table: pa.Table) -> Estate:
     dsm.register(str(tmp_path / "a"), name="web", registry=registry, schema=schema)
     dsm.alias("web", "prod", 1, registry=registry)
     dsm.reshard("web@1", str(tmp_path / "b"), num_shards=2, registry=registry)
-    dsm.convert_format("web@2", str(tmp_path / "c"), to="jsonl", registry=registry)
+    dsm.convert_format("web@2", str(tmp_path / "c"), format="jsonl", registry=registry)
     (tmp_path / "link-b").symlink_to(tmp_path / "b")
     dsm.register(str(tmp_path / "link-b" / "part-00000-of-00002.parquet"), name="other", registry=registry)
     write_parquet_shards(tmp_path / "d", table, 1)

@@ -71,7 +71,9 @@ def test_classification_tags_are_carried_to_every_new_version(
     partial = Schema(fields=(Field(name="id", type="int64", nullable=False, role="key"),))
     retagged = dsm.register(str(data), name="web", registry=registry, schema=_full(table, partial))
     assert retagged.schema.field("text").classification == "pii" and retagged.schema.field("id").role == "key"
-    converted = dsm.convert_format("web@3", str(tmp_path / "vault" / "jsonl"), to="jsonl", registry=registry)
+    converted = dsm.convert_format(
+        "web@3", str(tmp_path / "vault" / "jsonl"), format="jsonl", registry=registry
+    )
     assert converted.contract.schema.field("text").classification == "pii"
     _policy(Path(registry), [str(tmp_path / "secure") + "/"])
     with pytest.raises(InputError, match=r"classifications\.pii\.allowed_locations"):
@@ -90,7 +92,7 @@ def test_rewrites_refuse_a_forbidden_destination_before_writing(
     dsm.register(str(data), name="web", registry=str(registry), schema=sample_schema(table))
     _policy(registry, [str(tmp_path / "vault") + "/"])
     for args in (
-        ["convert-format", "web", str(tmp_path / "scratch" / "jsonl"), "--to", "jsonl"],
+        ["convert-format", "web", str(tmp_path / "scratch" / "jsonl"), "--format", "jsonl"],
         ["reshard", "web", str(tmp_path / "scratch" / "two"), "--num-shards", "2"],
     ):
         out = cli(*args, "--registry", str(registry))
@@ -114,7 +116,7 @@ def test_a_rewrite_to_s3_needs_the_encryption_the_policy_requires(
     dest = s3_storage.join("web")
     with pytest.raises(InputError, match=r"classifications\.pii\.require_encryption") as refused:
         dsm.convert_format(
-            "web", dest, to="parquet", registry=str(registry), storage_options=s3_storage.options
+            "web", dest, format="parquet", registry=str(registry), storage_options=s3_storage.options
         )
     assert "and 1 more rule" in str(refused.value)  # public access is not blocked either
     client = moto_server.client()
@@ -122,7 +124,7 @@ def test_a_rewrite_to_s3_needs_the_encryption_the_policy_requires(
     encrypt_bucket(client, bucket)
     block_public_access(client, bucket)
     done = dsm.convert_format(
-        "web", dest, to="parquet", registry=str(registry), storage_options=s3_storage.options
+        "web", dest, format="parquet", registry=str(registry), storage_options=s3_storage.options
     )
     assert done.fingerprint_match
 

@@ -19,13 +19,6 @@ PUBLIC_MODULES = [
     "dsm.formats",
     "dsm.engine",
     "dsm.validators",
-    "dsm.canonical",
-    "dsm.policy",
-    "dsm.readiness",
-    "dsm.commands.storage_check",
-    "dsm.commands.footprint",
-    "dsm.commands.lifecycle",
-    "dsm.commands.policy",
 ]
 
 
@@ -38,7 +31,7 @@ def test_all_names_exist(name: str) -> None:
 
 
 def test_commands_are_exported_at_top_level() -> None:
-    for name in ("register", "verify", "ls", "show", "alias", "storage_check", "footprint", "gc", "retire"):
+    for name in ("register", "verify", "ls", "show", "alias"):
         assert callable(getattr(dsm, name))
 
 

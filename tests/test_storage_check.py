@@ -15,8 +15,8 @@ import dsm.commands.storage_check as storage_check_command
 from dsm.cli.app import app
 from dsm.commands.storage_check import CHECKS, ReadinessReport, resolve_checks, storage_check
 from dsm.errors import InputError
-from dsm.readiness import LocalProbe
-from dsm.readiness.s3 import _allows_everyone
+from dsm.storage.local import LocalProbe
+from dsm.storage.s3 import _allows_everyone
 from tests.conftest import StorageRoot
 from tests.readiness_support import allow_public_reads, block_public_access, bucket_of, encrypt_bucket
 from tests.servers import AzuriteServer, MotoServer
@@ -241,7 +241,7 @@ def test_scratch_is_removed_when_the_run_is_interrupted(
     def interrupted(*_: Any) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(storage_check_command, "_check_consistency", interrupted)
+    monkeypatch.setattr(storage_check_command, "check_consistency", interrupted)
     with pytest.raises(KeyboardInterrupt):
         storage_check(url, **SMALL)
     root = StorageRoot(kind=kind, url=url)

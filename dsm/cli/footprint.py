@@ -8,20 +8,13 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from dsm.cli import exits
-from dsm.cli.app import JsonOpt, RegistryOpt, StorageOpt, app, storage_options
-from dsm.cli.render import console, human_bytes, print_json
+from dsm.cli.options import JsonOpt, RegistryOpt, StorageOpt, storage_options
+from dsm.cli.render import console, human_bytes, money, print_json
 
 if TYPE_CHECKING:
     from dsm.commands.footprint import FootprintReport
 
-__all__ = ["footprint"]
-
-
-def _money(value: float | None, currency: str) -> str:
-    if value is None:
-        return "-"
-    return f"{value:,.2f} {currency}" if value >= 0.01 or value == 0 else f"{value:.4f} {currency}"
+__all__ = ["add_to", "footprint"]
 
 
 def _render(report: FootprintReport) -> None:
@@ -65,7 +58,7 @@ def _render(report: FootprintReport) -> None:
             f"{c.copies:g}",
             human_bytes(c.raw_bytes),
             f"{c.price_per_gb_month:g}",
-            _money(c.monthly_cost, report.currency),
+            money(c.monthly_cost, report.currency),
         )
     console.print(classes)
     if report.cutovers:
@@ -88,7 +81,9 @@ def _render(report: FootprintReport) -> None:
                 human_bytes(open_cutover.extra_bytes),
                 escape(open_cutover.extra_source),
                 open_cutover.complete_after or "-",
-                _money(open_cutover.cost_until_complete, report.currency),
+                money(open_cutover.cost_until_complete, report.currency)
+                if open_cutover.cost_until_complete is not None
+                else "-",
             )
         console.print(cutovers)
     console.print(
@@ -97,21 +92,12 @@ def _render(report: FootprintReport) -> None:
         f"{human_bytes(report.copy_bytes)}; unreferenced {human_bytes(report.unreferenced_bytes)} "
         f"(retired {human_bytes(report.unreferenced_retired_bytes)}, without an alias "
         f"{human_bytes(report.unreferenced_unaliased_bytes)}); "
-        f"{_money(report.monthly_cost, report.currency)} a month"
+        f"{money(report.monthly_cost, report.currency)} a month"
     )
     for note in report.notes:
         console.print(f"  note: {escape(note)}")
 
 
-@app.command(
-    epilog="Examples:\n\n  dsm footprint\n\n  dsm footprint web-text --output footprint.html\n\n"
-    "  dsm footprint --prices my-prices.yaml --storage-classes my-classes.yaml --json\n\n"
-    "Shared: one stored file several versions list. Extra copies: the same content stored at more than "
-    "one location. Unreferenced: files only retired versions, or versions without an alias that are not "
-    "their dataset's newest, list (what retire and gc can free). Raw bytes count the copies a storage "
-    "class keeps (the storage-class table, replaceable like the price table)."
-)
-@exits
 def footprint(
     names: Annotated[list[str] | None, typer.Argument(help="Datasets (default: every dataset).")] = None,
     prices: Annotated[
@@ -145,3 +131,14 @@ def footprint(
     _render(report)
     if output:
         console.print(f"HTML report: {escape(output)}")
+
+
+def add_to(app: typer.Typer) -> None:
+    app.command(
+        epilog="Examples:\n\n  dsm footprint\n\n  dsm footprint web-text --output footprint.html\n\n"
+        "  dsm footprint --prices my-prices.yaml --storage-classes my-classes.yaml --json\n\n"
+        "Shared: one stored file several versions list. Extra copies: the same content stored at more than "
+        "one location. Unreferenced: files only retired versions, or versions without an alias that are not "
+        "their dataset's newest, list (what retire and gc can free). Raw bytes count the copies a storage "
+        "class keeps (the storage-class table, replaceable like the price table)."
+    )(footprint)

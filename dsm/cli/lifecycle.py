@@ -8,14 +8,14 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from dsm.cli import CheckFailedExit, exits
-from dsm.cli.app import JsonOpt, RegistryOpt, StorageOpt, app, storage_options
+from dsm.cli import checks_failed
+from dsm.cli.options import JsonOpt, RegistryOpt, StorageOpt, storage_options
 from dsm.cli.render import console, human_bytes, print_json
 
 if TYPE_CHECKING:
     from dsm.commands.lifecycle import GcReport, StatusChange
 
-__all__ = ["deprecate", "gc", "retire"]
+__all__ = ["add_to", "deprecate", "gc", "retire"]
 
 VersionArg = Annotated[
     str, typer.Argument(help="The version: NAME@N, NAME@ALIAS or NAME (its newest version not retired).")
@@ -44,11 +44,6 @@ def _set_status(
     return change
 
 
-@app.command(
-    epilog="Examples:\n\n  dsm deprecate web-text@2 --reason 'superseded by web-text@3'\n\n"
-    "  dsm deprecate web-text@2 --json"
-)
-@exits
 def deprecate(
     ref: VersionArg,
     reason: ReasonOpt = None,
@@ -60,12 +55,6 @@ def deprecate(
     _render_change(_set_status("deprecate", ref, reason, registry, storage_option), json_output)
 
 
-@app.command(
-    epilog="Examples:\n\n  dsm retire web-text@1 --reason 'replaced by web-text@3'\n\n"
-    "Refused (exit 2) while an alias points at the version; afterwards no alias can point at it, and "
-    "`dsm gc` may delete the files dsm wrote for it."
-)
-@exits
 def retire(
     ref: VersionArg,
     reason: ReasonOpt = None,
@@ -102,16 +91,6 @@ def _render_gc(report: GcReport) -> None:
         console.print(f"  {escape(note)}")
 
 
-@app.command(
-    epilog="Examples:\n\n  dsm gc                     (dry run: lists what would be deleted)\n\n"
-    "  dsm gc web-text --retain 30d --yes\n\n  dsm gc --json\n\n"
-    "Deletes only files dsm wrote (convert-format, reshard, cutover copies) for versions retired longer "
-    "ago than --retain, that no alias points at and that no other version of any dataset lists; every "
-    "deletion is journaled in the registry (NAME/deletions/).\n\n"
-    "Exit codes: 0 done, 1 a retired version was refused (an alias points at it), 2 bad input, "
-    "3 storage failure."
-)
-@exits
 def gc(
     names: Annotated[
         list[str] | None, typer.Argument(help="Datasets to collect (default: every dataset).")
@@ -143,4 +122,25 @@ def gc(
     else:
         _render_gc(report)
     if not report.ok:
-        raise CheckFailedExit()
+        checks_failed()
+
+
+def add_to(app: typer.Typer) -> None:
+    app.command(
+        epilog="Examples:\n\n  dsm deprecate web-text@2 --reason 'superseded by web-text@3'\n\n"
+        "  dsm deprecate web-text@2 --json"
+    )(deprecate)
+    app.command(
+        epilog="Examples:\n\n  dsm retire web-text@1 --reason 'replaced by web-text@3'\n\n"
+        "Refused (exit 2) while an alias points at the version; afterwards no alias can point at it, and "
+        "`dsm gc` may delete the files dsm wrote for it."
+    )(retire)
+    app.command(
+        epilog="Examples:\n\n  dsm gc                     (dry run: lists what would be deleted)\n\n"
+        "  dsm gc web-text --retain 30d --yes\n\n  dsm gc --json\n\n"
+        "Deletes only files dsm wrote (convert-format, reshard, cutover copies) for versions retired longer "
+        "ago than --retain, that no alias points at and that no other version of any dataset lists; every "
+        "deletion is journaled in the registry (NAME/deletions/).\n\n"
+        "Exit codes: 0 done, 1 a retired version was refused (an alias points at it), 2 bad input, "
+        "3 storage failure."
+    )(gc)

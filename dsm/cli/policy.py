@@ -8,14 +8,14 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from dsm.cli import CheckFailedExit, exits
-from dsm.cli.app import JsonOpt, RegistryOpt, StorageOpt, app, storage_options
+from dsm.cli import checks_failed
+from dsm.cli.options import JsonOpt, RegistryOpt, StorageOpt, storage_options
 from dsm.cli.render import console, print_json
 
 if TYPE_CHECKING:
     from dsm.commands.policy import PolicyAudit
 
-__all__ = ["check", "policy_app", "set_", "show"]
+__all__ = ["add_to", "check", "policy_app", "set_", "show"]
 
 policy_app = typer.Typer(
     name="policy",
@@ -25,11 +25,9 @@ policy_app = typer.Typer(
     no_args_is_help=True,
     rich_markup_mode="rich",
 )
-app.add_typer(policy_app, name="policy")
 
 
 @policy_app.command(epilog="Example:\n\n  dsm policy show --json")
-@exits
 def show(
     registry: RegistryOpt = None, storage_option: StorageOpt = None, json_output: JsonOpt = False
 ) -> None:
@@ -51,7 +49,6 @@ def show(
     epilog="Example:\n\n  dsm policy set policy.yaml --registry s3://registry/\n\n"
     "The file is validated first (JSON Schema, durations, prefixes); an invalid file changes nothing.",
 )
-@exits
 def set_(
     source: Annotated[str, typer.Argument(help="The policy YAML file (any fsspec URL).")],
     registry: RegistryOpt = None,
@@ -94,7 +91,6 @@ def _render_audit(audit: PolicyAudit) -> None:
     epilog="Examples:\n\n  dsm policy check\n\n  dsm policy check web-text@prod --stores --json\n\n"
     "Exit codes: 0 every version complies, 1 one does not, 2 bad input (no policy), 3 storage failure."
 )
-@exits
 def check(
     refs: Annotated[
         list[str] | None, typer.Argument(help="Versions to check (default: every version not retired).")
@@ -117,4 +113,8 @@ def check(
     else:
         _render_audit(audit)
     if not audit.ok:
-        raise CheckFailedExit()
+        checks_failed()
+
+
+def add_to(app: typer.Typer) -> None:
+    app.add_typer(policy_app, name="policy")

@@ -6,16 +6,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
-from dsm.cli import CheckFailedExit, exits
-from dsm.cli.app import JsonOpt, StorageOpt, app, storage_options
-from dsm.cli.render import console, human_bytes, print_json
+from dsm.cli import checks_failed
+from dsm.cli.options import JsonOpt, StorageOpt, storage_options
+from dsm.cli.render import console, human_bytes, print_json, readiness_table, seconds
 
 if TYPE_CHECKING:
     from dsm.commands.storage_check import ReadinessReport
 
-__all__ = ["check", "storage_app"]
+__all__ = ["add_to", "check", "storage_app"]
 
 storage_app = typer.Typer(
     name="storage",
@@ -24,37 +23,20 @@ storage_app = typer.Typer(
     no_args_is_help=True,
     rich_markup_mode="rich",
 )
-app.add_typer(storage_app, name="storage")
-
-_COLOURS = {"pass": "bold green", "warn": "bold yellow", "fail": "bold red", "unknown": "dim"}
-
-
-def render_checks(report: ReadinessReport, *, title: str | None = None) -> None:
-    """The checks of a readiness report as a table (also used by ``dsm cutover plan``)."""
-    table = Table(title=title or f"{report.url} ({report.store})")
-    for column in ("check", "status", "required", "answer"):
-        table.add_column(column)
-    for c in report.checks:
-        table.add_row(
-            c.name, f"[{_COLOURS[c.status]}]{c.status}[/]", "yes" if c.required else "", escape(c.detail)
-        )
-    console.print(table)
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1000:.1f} ms"
 
 
 def _render(report: ReadinessReport) -> None:
-    render_checks(report)
+    checks = [c.to_dict() for c in report.checks]
+    console.print(readiness_table(checks, title=f"{report.url} ({report.store})"))
     figures = report.throughput
     if figures is not None and not figures.errors:
         put, get = figures.put_latency_s, figures.get_latency_s
         console.print(
             f"throughput: {figures.objects} x {human_bytes(figures.object_size)} with {figures.workers} "
-            f"workers: PUT {human_bytes(figures.put_bytes_per_s)}/s (p50 {_ms(put['p50'])}, p99 "
-            f"{_ms(put['p99'])}), GET {human_bytes(figures.get_bytes_per_s)}/s (p50 {_ms(get['p50'])}, p99 "
-            f"{_ms(get['p99'])}), first byte p50 {_ms(figures.first_byte_s['p50'])}"
+            f"workers: PUT {human_bytes(figures.put_bytes_per_s)}/s (p50 {seconds(put['p50'])}, p99 "
+            f"{seconds(put['p99'])}), GET {human_bytes(figures.get_bytes_per_s)}/s "
+            f"(p50 {seconds(get['p50'])}, p99 {seconds(get['p99'])}), "
+            f"first byte p50 {seconds(figures.first_byte_s['p50'])}"
         )
     scratch = report.scratch
     if scratch.clean:
@@ -84,7 +66,6 @@ def _render(report: ReadinessReport) -> None:
     "always removed.\n\n"
     "Exit codes: 0 every required check passed, 1 one did not, 2 bad input, 3 storage failure."
 )
-@exits
 def check(
     url: Annotated[
         str, typer.Argument(help="The folder, bucket prefix or container prefix (any fsspec URL).")
@@ -129,4 +110,8 @@ def check(
     else:
         _render(report)
     if not report.ok:
-        raise CheckFailedExit()
+        checks_failed()
+
+
+def add_to(app: typer.Typer) -> None:
+    app.add_typer(storage_app, name="storage")

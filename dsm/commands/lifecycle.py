@@ -10,7 +10,7 @@ of these conditions:
 - dsm wrote its files: it was made by ``convert-format`` or ``reshard`` (a cutover's copy is one), never
   registered from files someone else wrote;
 - no other version, of any dataset in the registry, that is not being collected lists the file:
-  locations compare as canonical values (:func:`dsm.canonical.canonical_location`), so a symlinked or
+  locations compare as canonical values (:func:`dsm.storage.canonical_location`), so a symlinked or
   differently spelled location is still the same file;
 - the file still has the size its contract records (else it is not the file dsm wrote);
 - the data policy's retention of the version's classifications has passed since the version was created.
@@ -34,16 +34,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from dsm.canonical import canonical_location
-from dsm.commands._common import open_registry
+from dsm.commands.cutover.journal import current_owner
+from dsm.commands.cutover.state import format_time, parse_time
 from dsm.contract import Contract
-from dsm.cutover.journal import current_owner
-from dsm.cutover.state import format_time, parse_duration, parse_time
 from dsm.errors import ConflictError, ContractError, DatasetNotFound, InputError
 from dsm.policy import classified_fields, read_policy
-from dsm.registry import Registry, VersionStatus, parse_reference
+from dsm.registry import Registry, VersionStatus, open_registry, parse_reference
 from dsm.rewrite.journal import JOURNAL_FILE, Journal
-from dsm.storage import Location, location, redact
+from dsm.storage import Location, canonical_location, location, redact
+from dsm.units import parse_duration
 
 __all__ = [
     "DELETION_JOURNAL_FORMAT",

@@ -20,7 +20,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dsm.commands._common import open_registry
 from dsm.contract import Schema
 from dsm.errors import InputError
 from dsm.policy import (
@@ -30,9 +29,9 @@ from dsm.policy import (
     classified_fields,
     read_policy,
 )
-from dsm.readiness import Finding, probe_for
-from dsm.registry import Registry
+from dsm.registry import Registry, open_registry
 from dsm.storage import compare_and_swap, location, redact
+from dsm.storage.readiness import Finding, probe_for
 
 if TYPE_CHECKING:
     from dsm.commands.storage_check import ReadinessReport

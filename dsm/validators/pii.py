@@ -153,7 +153,7 @@ def scan_shards(
 ) -> PiiScan:
     """Sample about ``rows`` rows (the first rows of up to four of ``paths``, spread over them) and scan
     their unclassified fields."""
-    from dsm.reader import iter_shard
+    from dsm.shards import iter_shard
 
     picks = sorted({round(i * (len(paths) - 1) / 3) for i in range(4)}) if paths else []
     chosen = [paths[i] for i in picks]
