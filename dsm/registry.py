@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -140,6 +140,18 @@ class Registry:
             if len(parts) == 3 and parts[1] == "versions" and _VERSION_FILE.match(parts[2]):
                 names.add(parts[0])
         return sorted(names)
+
+    def select(self, names: Sequence[str], *, command: str) -> list[str]:
+        """``names`` checked to be datasets of this registry (plain names, no version or alias), or every
+        dataset when there are none: what a command over whole datasets (``gc``, ``footprint``) covers."""
+        known = self.names()
+        for name in names:
+            parse_reference(name)
+            if "@" in name:
+                raise InputError(f"{name!r}: {command} takes dataset names; it covers every version of each")
+            if name not in known:
+                raise DatasetNotFound(f"no dataset named {name!r} in registry {redact(self.url)}")
+        return list(names) or known
 
     def versions(self, name: str) -> list[int]:
         found = []

@@ -37,7 +37,7 @@ from typing import Any
 from dsm.commands.cutover.journal import current_owner
 from dsm.commands.cutover.state import format_time, parse_time
 from dsm.contract import Contract
-from dsm.errors import ConflictError, ContractError, DatasetNotFound, InputError
+from dsm.errors import ConflictError, ContractError, InputError
 from dsm.policy import classified_fields, read_policy
 from dsm.registry import Registry, VersionStatus, open_registry, parse_reference
 from dsm.rewrite.journal import JOURNAL_FILE, Journal
@@ -439,13 +439,7 @@ def gc(
         raise InputError("--dry-run and --yes exclude each other: gc either only lists or deletes")
     retain_seconds = parse_duration(retain, what="retain")
     reg = open_registry(registry, storage_options)
-    known = reg.names()
-    for name in names:
-        parse_reference(name)
-        if "@" in name:
-            raise InputError(f"{name!r}: gc takes dataset names; it looks at every retired version of each")
-        if name not in known:
-            raise DatasetNotFound(f"no dataset named {name!r} in registry {redact(reg.url)}")
+    reg.select(names, command="gc")
     policy = read_policy(reg.location)
     catalog = _Catalog.read(reg)
     now = _utcnow()

@@ -34,8 +34,8 @@ from dsm.commands.footprint.html import render_html
 from dsm.commands.footprint.report import ClassFootprint, CutoverFootprint, FootprintReport, VersionFootprint
 from dsm.contract import Contract
 from dsm.engine import map_units
-from dsm.errors import DatasetNotFound, DsmError, InputError
-from dsm.registry import Registry, open_registry, parse_reference
+from dsm.errors import DsmError
+from dsm.registry import Registry, open_registry
 from dsm.storage import Location, canonical_location, location, redact
 from dsm.storage.readiness import StoredFile, probe_for
 
@@ -193,14 +193,8 @@ def footprint(
     reg = open_registry(registry, storage_options)
     table = load_prices(prices, storage_options=storage_options)
     classes_table = load_storage_classes(storage_classes, storage_options=storage_options)
+    selected = reg.select(names, command="footprint")
     known = reg.names()
-    for name in names:
-        parse_reference(name)
-        if "@" in name:
-            raise InputError(f"{name!r}: footprint takes dataset names; it covers every version of each")
-        if name not in known:
-            raise DatasetNotFound(f"no dataset named {name!r} in registry {redact(reg.url)}")
-    selected = list(names) or known
     now = datetime.now(UTC)
     locations: dict[str, Location] = {}
     inventories: dict[str, dict[str, StoredFile]] = {}

@@ -8,13 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from importlib import resources
 from typing import Any
 
-import yaml
-
+from dsm.commands.cutover.prices import load_yaml_table
 from dsm.errors import ContractError
-from dsm.storage import location, redact
 
 __all__ = ["STORAGE_CLASS_TABLE_VERSION", "StorageClass", "StorageClassTable", "load_storage_classes"]
 
@@ -142,22 +139,11 @@ def load_storage_classes(
     path: str | None = None, *, storage_options: Mapping[str, Any] | None = None
 ) -> StorageClassTable:
     """The storage-class table in ``path`` (YAML at any fsspec URL), or the one shipped with dsm."""
-    if path is None:
-        text = (
-            resources.files("dsm.commands.footprint")
-            .joinpath("storage_classes.yaml")
-            .read_text(encoding="utf-8")
-        )
-        source = "built-in"
-    else:
-        parent, _, name = str(path).rstrip("/").rpartition("/")
-        loc = location(parent or ".", storage_options)
-        if not loc.exists(name):
-            raise ContractError(f"storage-class table {redact(str(path))} does not exist")
-        text = loc.read_bytes(name).decode("utf-8")
-        source = redact(str(path))
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ContractError(f"{source}: not valid YAML: {exc}") from None
+    data, source = load_yaml_table(
+        path,
+        package="dsm.commands.footprint",
+        resource="storage_classes.yaml",
+        what="storage-class table",
+        storage_options=storage_options,
+    )
     return StorageClassTable.from_dict(data, source=source)
