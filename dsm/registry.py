@@ -8,8 +8,9 @@ Layout::
                                         (deprecated, retired), replaced atomically
     NAME/cutovers/ID/                   the journal and lease of a cutover (dsm.cutover)
 
-A reference is ``NAME`` (latest), ``NAME@3``, ``NAME@prod`` (an alias), or a contract file path;
-:func:`resolve` turns one (or a :class:`Contract`, as it is) into its contract, for every layer above.
+A reference is ``NAME`` (its newest version that is not retired), ``NAME@3``, ``NAME@prod`` (an alias), or
+a contract file path; :func:`resolve` turns one (or a :class:`Contract`, as it is) into its contract, for
+every layer above.
 
 >>> reg = Registry("memory://doc-registry")
 >>> reg.names()
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -142,6 +143,18 @@ class Registry:
                 names.add(parts[0])
         return sorted(names)
 
+    def select(self, names: Sequence[str], *, command: str) -> list[str]:
+        """``names`` checked to be datasets of this registry (plain names, no version or alias), or every
+        dataset when there are none: what a command over whole datasets (``gc``, ``footprint``) covers."""
+        known = self.names()
+        for name in names:
+            parse_reference(name)
+            if "@" in name:
+                raise InputError(f"{name!r}: {command} takes dataset names; it covers every version of each")
+            if name not in known:
+                raise DatasetNotFound(f"no dataset named {name!r} in registry {redact(self.url)}")
+        return list(names) or known
+
     def versions(self, name: str) -> list[int]:
         found = []
         for info in self.location.child(f"{name}/versions").list_files(recursive=False):
@@ -185,7 +198,11 @@ class Registry:
                 raise DatasetNotFound(
                     f"no dataset named {name!r} in registry {redact(self.url)}; `dsm ls` lists the names"
                 )
-            return self.get(name, versions[-1])
+            statuses = self.statuses(name)
+            usable = [v for v in versions if v not in statuses or statuses[v].status != "retired"]
+            if not usable:
+                raise DatasetNotFound(f"every version of {name} is retired; name one: {name}@{versions[-1]}")
+            return self.get(name, usable[-1])
         if selector.isdigit():
             return self.get(name, int(selector))
         aliases = self.aliases(name)

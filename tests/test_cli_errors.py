@@ -190,7 +190,7 @@ def test_permission_denied_is_exit_3_at_verify_convert_and_reshard(
 def test_a_registry_file_that_is_not_utf8_is_named_and_the_other_datasets_still_list(
     dataset: tuple[Path, str], tmp_path: Path, sample_table: pa.Table
 ) -> None:
-    data, registry = dataset
+    _data, registry = dataset
     write_parquet_shards(tmp_path / "other", sample_table.slice(0, 10), 1)
     assert (
         cli(["register", str(tmp_path / "other"), "--name", "other", "--registry", registry]).exit_code == 0
@@ -266,8 +266,22 @@ def test_ctrl_c_during_a_cutover_names_the_resume_command(tmp_path: Path, datase
     _, registry = dataset
     assert cli(["alias", "web", "prod", "1", "--registry", registry]).exit_code == 0
     ran = dsm_process(
-        ["cutover", "start", "web@prod", "--to", str(tmp_path / "moved"), "--run", "--workers", "1"]
-        + ["--measure-seconds", "0.1", "--shadow-duration", "0.1", "--registry", registry],
+        [
+            "cutover",
+            "start",
+            "web@prod",
+            "--to",
+            str(tmp_path / "moved"),
+            "--run",
+            "--workers",
+            "1",
+            "--measure-seconds",
+            "0.1",
+            "--shadow-duration",
+            "0.1",
+            "--registry",
+            registry,
+        ],
         env={"DSM_TEST_KILL_AT": "copy:1", "DSM_TEST_KILL_SIGNAL": "SIGINT"},
     )
     assert ran.exit_code == 130 and "Traceback" not in ran.stderr, ran.stderr
@@ -439,8 +453,13 @@ def test_azure_endpoint_down_gives_up_in_bounded_attempts(azure_storage: Storage
         f"BlobEndpoint={endpoint};"
     )
     assert_error(
-        ["ls", "--registry", azure_storage.url, f"--storage-option=connection_string={connection}"]
-        + ["--storage-option=retry_backoff=0.05"],
+        [
+            "ls",
+            "--registry",
+            azure_storage.url,
+            f"--storage-option=connection_string={connection}",
+            "--storage-option=retry_backoff=0.05",
+        ],
         3,
         "StorageError",
         azure_storage.url,

@@ -10,7 +10,20 @@ from typing import Annotated
 
 import typer
 
-from dsm.cli import CommandGroup, bench, catalog, cutover, diff, register, rewrite, verify
+from dsm.cli import (
+    CommandGroup,
+    bench,
+    catalog,
+    cutover,
+    diff,
+    footprint,
+    lifecycle,
+    policy,
+    register,
+    rewrite,
+    storage_check,
+    verify,
+)
 
 __all__ = ["app"]
 
@@ -56,5 +69,17 @@ def _global_options(
     """Register, verify, rewrite, benchmark and move ML datasets under YAML contracts."""
 
 
-for _module in (register, verify, catalog, rewrite, bench, diff, cutover):
+for _module in (
+    register,
+    verify,
+    catalog,
+    rewrite,
+    bench,
+    diff,
+    cutover,
+    storage_check,
+    footprint,
+    lifecycle,
+    policy,
+):
     _module.add_to(app)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -13,7 +13,8 @@ __all__ = ["add_to", "register"]
 
 _EPILOG = (
     "Examples:\n\n  dsm register data/web-text/ --name web-text\n\n"
-    "  dsm register 's3://bucket/logs/*.jsonl' --name logs --schema logs-schema.yaml --json"
+    "  dsm register 's3://bucket/logs/*.jsonl' --name logs --schema logs-schema.yaml --json\n\n"
+    "  dsm register data/chats/ --name chats --scan-pii"
 )
 
 
@@ -32,6 +33,13 @@ def register(
     ] = None,
     owner: Annotated[list[str] | None, typer.Option("--owner", help="An owner (repeatable).")] = None,
     key: Annotated[list[str] | None, typer.Option("--key", help="A key field (repeatable).")] = None,
+    scan_pii: Annotated[
+        bool,
+        typer.Option(
+            "--scan-pii",
+            help="Warn about likely e-mail addresses, phone and card numbers in unclassified fields.",
+        ),
+    ] = False,
     workers: WorkersOpt = None,
     registry: RegistryOpt = None,
     storage_option: StorageOpt = None,
@@ -50,6 +58,7 @@ def register(
         owners=owner or (),
         key=key or (),
         workers=workers,
+        scan_pii=scan_pii,
         storage_options=storage_options(storage_option),
         progress=progress_for(json_output),
     )
@@ -62,6 +71,26 @@ def register(
         f"{contract.total_rows:,} rows, {human_bytes(contract.total_bytes)}"
         + (f", fingerprint {fp.unordered[:16]}" if fp else "")
     )
+    if scan_pii:
+        _render_pii_scan(contract.metadata.get("pii_scan") or {})
+
+
+_PII_WORDS = {"email": "e-mail addresses", "phone": "phone numbers", "card": "payment card numbers (Luhn)"}
+
+
+def _render_pii_scan(scan: dict[str, Any]) -> None:
+    """The warnings of ``--scan-pii``: counts per field and kind (the scan keeps no value)."""
+    findings = scan.get("findings") or []
+    if not findings:
+        console.print(f"  pii scan: nothing found in {scan.get('rows', 0):,} sampled rows")
+        return
+    for f in findings:
+        what = _PII_WORDS.get(f["kind"], f["kind"])
+        console.print(
+            f"  [bold yellow]warning:[/] field {f['field']}: {f['count']:,} of {f['sampled']:,} sampled "
+            f"values look like {what}: classify it (classification: pii, with --schema) or check the data",
+            highlight=False,
+        )
 
 
 def add_to(app: typer.Typer) -> None:
