@@ -68,6 +68,7 @@ def evaluate_gates(
             results.append(
                 GateResult(
                     name="min_throughput",
+                    unit="B/s",
                     dataset=candidate.dataset,
                     workers=r.workers,
                     threshold=gates.min_throughput,
@@ -81,6 +82,7 @@ def evaluate_gates(
             results.append(
                 GateResult(
                     name="max_p99",
+                    unit="s",
                     dataset=candidate.dataset,
                     workers=r.workers,
                     threshold=gates.max_p99,
@@ -100,6 +102,7 @@ def evaluate_gates(
             results.append(
                 GateResult(
                     name="max_regression",
+                    unit="%",
                     dataset=other.dataset,
                     workers=a.workers,
                     threshold=gates.max_regression,

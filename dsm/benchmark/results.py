@@ -329,6 +329,8 @@ class GateResult:
     measured: float | None
     passed: bool
     detail: str
+    unit: str = ""
+    """What ``threshold`` and ``measured`` count: ``B/s``, ``s``, ``%`` (of REF's figure) or nothing."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -337,6 +339,7 @@ class GateResult:
             "workers": self.workers,
             "threshold": self.threshold,
             "measured": self.measured,
+            "unit": self.unit,
             "passed": self.passed,
             "detail": self.detail,
         }

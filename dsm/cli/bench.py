@@ -6,11 +6,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich import box
-from rich.table import Table
+from rich.text import Text
 
 from dsm.cli import checks_failed
 from dsm.cli.options import JsonOpt, RefArg, RegistryOpt, StorageOpt, storage_options
-from dsm.cli.render import console, err_console, print_json, progress_for, seconds, si
+from dsm.cli.render import SafeTable, console, err_console, esc, print_json, progress_for, seconds, si, styled
 
 if TYPE_CHECKING:  # the library loads Arrow; it is imported when the command runs, not when the CLI loads
     from dsm.commands import bench as bench_lib
@@ -153,14 +153,14 @@ def _dur(value: float | None) -> str:
     return seconds(value).replace(" ", "")
 
 
-def _figure_rows(r: bench_lib.WorkerResult) -> list[tuple[str, str]]:
+def _figure_rows(r: bench_lib.WorkerResult) -> list[tuple[str, str | Text]]:
     lat, ttfb = r.latency_s, r.ttfb_s
     return [
         ("bytes/s", si(r.bytes_per_s, "B")),
         ("rows/s", si(r.rows_per_s)),
         ("files/s", si(r.files_per_s)),
         ("requests", f"{r.requests:,}"),
-        ("errors", f"[bold red]{r.errors}[/]" if r.errors else "0"),
+        ("errors", styled(str(r.errors), "bold red") if r.errors else "0"),
         ("retries", str(r.retries)),
         ("latency p50", _dur(lat.p50)),
         ("latency p90", _dur(lat.p90)),
@@ -184,9 +184,8 @@ def _figures(bench_: bench_lib.DatasetBench) -> None:
         f"{bench_.dataset}: {prov.format}, {prov.shards} shards at {prov.location} "
         f"({prov.filesystem.get('protocol')}), caches {prov.caches.get('state')}"
     )
-    console.print(f"[bold]{title}[/]", highlight=False)
-    table = Table(box=box.SIMPLE_HEAD)
-    table.add_column("workers")
+    console.print(styled(title, "bold"), highlight=False)
+    table = SafeTable("workers", box=box.SIMPLE_HEAD)
     columns = []
     for r in bench_.results:
         knee = " (knee)" if r.workers == bench_.knee.workers else ""
@@ -195,7 +194,9 @@ def _figures(bench_: bench_lib.DatasetBench) -> None:
     for i, (label, _) in enumerate(columns[0] if columns else []):
         table.add_row(label, *(column[i][1] for column in columns))
     console.print(table)
-    console.print(f"knee ({bench_.knee.metric.replace('_per_s', '/s')}): {bench_.knee.note}", highlight=False)
+    console.print(
+        f"knee ({bench_.knee.metric.replace('_per_s', '/s')}): {esc(bench_.knee.note)}", highlight=False
+    )
     _errors(bench_)
 
 
@@ -203,7 +204,8 @@ def _errors(bench_: bench_lib.DatasetBench) -> None:
     for r in bench_.results:
         for e in r.error_details[:5]:
             console.print(
-                f"[red]error[/] ({r.workers} workers) {e.path}: {e.kind}: {e.message}", highlight=False
+                f"[red]error[/] ({r.workers} workers) {esc(e.path)}: {esc(e.kind)}: {esc(e.message)}",
+                highlight=False,
             )
 
 
@@ -214,14 +216,13 @@ def _comparison(report: bench_lib.BenchReport) -> None:
     counts = sorted({c.workers for c in report.comparison})
     for count in counts:
         console.print(
-            f"[bold]{_plural(count)}: {report.ref.dataset} vs {other.dataset}[/] (ratio = other / ref)",
+            f"[bold]{_plural(count)}: {esc(report.ref.dataset)} vs {esc(other.dataset)}[/] "
+            "(ratio = other / ref)",
             highlight=False,
         )
-        table = Table(box=box.SIMPLE_HEAD)
-        table.add_column("figure")
-        table.add_column(report.ref.dataset, justify="right")
-        table.add_column(other.dataset, justify="right")
-        table.add_column("ratio", justify="right")
+        table = SafeTable("figure", box=box.SIMPLE_HEAD)
+        for header in (report.ref.dataset, other.dataset, "ratio"):
+            table.add_column(header, justify="right")
         for c in report.comparison:
             if c.workers != count:
                 continue
@@ -245,23 +246,36 @@ def _render(report: bench_lib.BenchReport) -> None:
         for bench_ in (report.ref, report.other):
             if len(bench_.results) > 1:
                 unit = report.metric.replace("_per_s", "/s")
-                console.print(f"knee of {bench_.dataset} ({unit}): {bench_.knee.note}", highlight=False)
+                console.print(
+                    f"knee of {esc(bench_.dataset)} ({unit}): {esc(bench_.knee.note)}", highlight=False
+                )
             _errors(bench_)
     for note in report.notes:
-        console.print(f"  {note}", highlight=False)
-    console.print(f"  caches: {report.ref.provenance.caches.get('note')}", highlight=False)
+        console.print(f"  {esc(note)}", highlight=False)
+    console.print(f"  caches: {esc(report.ref.provenance.caches.get('note'))}", highlight=False)
     failed = report.failed_gates
     if failed:
         for g in failed:
-            measured = "nothing" if g.measured is None else f"{g.measured:.6g}"
+            measured = "nothing" if g.measured is None else _gate_figure(g.measured, g.unit)
             console.print(
-                f"[bold red]FAIL[/] {g.name} {g.dataset} at {_plural(g.workers)}: measured {measured}, "
-                f"threshold {g.threshold:.6g} ({g.detail})",
+                f"[bold red]FAIL[/] {g.name} {esc(g.dataset)} at {_plural(g.workers)}: measured {measured}, "
+                f"threshold {_gate_figure(g.threshold, g.unit)} ({esc(g.detail)})",
                 highlight=False,
             )
         console.print(f"[bold red]FAILED[/] {len(failed)} of {len(report.gates)} gate checks")
     elif report.gates:
         console.print(f"[bold green]OK[/] all {len(report.gates)} gate checks held")
+
+
+def _gate_figure(value: float, unit: str) -> str:
+    """A gate's figure with its unit: ``23.4%`` (a drop), ``182 MB/s``, ``0.52 s``, ``3`` (errors)."""
+    if unit == "%":
+        return f"{value:.3g}%"
+    if unit == "B/s":
+        return si(value, "B/s")
+    if unit == "s":
+        return _dur(value)
+    return f"{value:.6g}"
 
 
 def _label(metric: str) -> str:

@@ -11,8 +11,6 @@ import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from dsm.cli import checks_failed
 from dsm.cli.options import (
@@ -35,14 +33,17 @@ from dsm.cli.options import (
     storage_options,
 )
 from dsm.cli.render import (
+    SafeTable,
     console,
     duration,
     err_console,
+    esc,
     human_bytes,
     money,
     print_json,
     progress_for,
     readiness_table,
+    styled,
 )
 
 if TYPE_CHECKING:
@@ -130,23 +131,23 @@ LeaseOpt = Annotated[
 
 def _render_plan(plan: CutoverPlan) -> None:
     console.print(
-        f"[bold]plan[/]: {plan.source} ({plan.dataset}@{plan.alias}) → {escape(plan.destination)} "
-        f"as {plan.format} ({plan.operation})"
+        f"[bold]plan[/]: {esc(plan.source)} ({esc(plan.dataset)}@{esc(plan.alias)}) → "
+        f"{esc(plan.destination)} as {esc(plan.format)} ({esc(plan.operation)})",
+        highlight=False,
     )
     layout = plan.layout
     if layout:
         console.print(
-            f"  target: {layout['files']} files ({escape(', '.join(layout['names']))}), "
-            f"{layout['rows']:,} rows, about {human_bytes(layout['bytes_estimated'])}"
+            f"  target: {layout['files']} files ({esc(', '.join(layout['names']))}), "
+            f"{layout['rows']:,} rows, about {human_bytes(layout['bytes_estimated'])}",
+            highlight=False,
         )
     figures = plan.estimate
     if figures is not None:
-        table = Table(title="estimate", show_edge=False)
-        for column in ("stage", "time"):
-            table.add_column(column)
+        table = SafeTable("stage", "time", title="estimate", show_edge=False)
         for stage, seconds in figures.seconds.items():
             table.add_row(stage, duration(seconds))
-        table.add_row("[bold]total[/]", f"[bold]{duration(figures.total_seconds)}[/]")
+        table.add_row(styled("total", "bold"), styled(duration(figures.total_seconds), "bold"))
         console.print(table)
         console.print(
             f"  bytes: {human_bytes(figures.bytes_read_source)} read from the source, "
@@ -155,9 +156,9 @@ def _render_plan(plan: CutoverPlan) -> None:
             f"requests: {figures.requests['source_get']:,} source GET, {figures.requests['target_get']:,} "
             f"target GET, {figures.requests['target_put']:,} target PUT"
         )
-        cost = Table(title=f"cost ({plan.prices} prices)", show_edge=False)
-        for column in ("item", "quantity", "unit price", "cost"):
-            cost.add_column(column)
+        cost = SafeTable(
+            "item", "quantity", "unit price", "cost", title=f"cost ({plan.prices} prices)", show_edge=False
+        )
         for line in figures.cost:
             cost.add_row(
                 line.item,
@@ -165,7 +166,9 @@ def _render_plan(plan: CutoverPlan) -> None:
                 f"{line.unit_price:g}",
                 money(line.cost, figures.currency),
             )
-        cost.add_row("[bold]total[/]", "", "", f"[bold]{money(figures.total_cost, figures.currency)}[/]")
+        cost.add_row(
+            styled("total", "bold"), "", "", styled(money(figures.total_cost, figures.currency), "bold")
+        )
         console.print(cost)
         console.print(
             f"  peak extra storage: {human_bytes(figures.peak_extra_bytes)} while both copies exist; "
@@ -173,7 +176,7 @@ def _render_plan(plan: CutoverPlan) -> None:
             f"{money(figures.storage_per_month_after, figures.currency)} after"
         )
         for note in figures.notes:
-            console.print(f"  {escape(note)}")
+            console.print(f"  {esc(note)}", highlight=False)
     if plan.readiness.get("checks"):
         title = f"destination readiness ({plan.readiness.get('store')})"
         console.print(
@@ -181,14 +184,14 @@ def _render_plan(plan: CutoverPlan) -> None:
         )
     compat = plan.compatibility
     verdict = "[bold green]OK[/]" if plan.ok else "[bold red]WILL STOP AT PLAN[/]"
-    console.print(f"  compatibility: {verdict} (schema {compat.get('verdict')})")
+    console.print(f"  compatibility: {verdict} (schema {esc(compat.get('verdict'))})")
     for problem in plan.problems:
-        console.print(f"    - {escape(problem)}", soft_wrap=True)
+        console.print(f"    - {esc(problem)}", highlight=False)
     for note in plan.notes:
-        console.print(f"  {escape(note)}")
+        console.print(f"  {esc(note)}", highlight=False)
 
 
-def _evidence_line(name: str, evidence: dict[str, Any]) -> str:
+def _evidence_line(name: str, evidence: dict[str, Any], status: str = "done") -> str:
     if not evidence:
         return ""
     if name == "plan":
@@ -220,7 +223,12 @@ def _evidence_line(name: str, evidence: dict[str, Any]) -> str:
             text += f"{sample.get('mismatches')} differ"
         return text
     if name == "switch":
-        moved = "moved" if evidence.get("moved") else "already moved"
+        if evidence.get("moved"):
+            moved = "moved"
+        elif status == "done":
+            moved = "it already pointed there"
+        else:
+            moved = "not moved"  # a switch that failed moved nothing
         return f"{evidence.get('alias')} {evidence.get('from')} → {evidence.get('to')} ({moved})"
     if name == "complete":
         deleted = evidence.get("deleted")
@@ -235,23 +243,22 @@ def _render_report(report: CutoverReport) -> None:
     state = report.state
     target = f"{state.target_version}" if state.target_version is not None else "?"
     console.print(
-        f"cutover [bold]{report.id}[/]: {state.dataset}@{state.alias} {state.source_version} → {target} "
-        f"({escape(str(state.spec.get('destination')))}), phase [bold]{state.phase}[/]"
+        f"cutover [bold]{esc(report.id)}[/]: {esc(state.dataset)}@{esc(state.alias)} {state.source_version} "
+        f"→ {target} ({esc(state.spec.get('destination'))}), phase [bold]{esc(state.phase)}[/]",
+        highlight=False,
     )
     planned = {p.item: p for p in report.plan_vs_actual}
-    table = Table(show_edge=False)
-    for column in ("stage", "status", "time", "planned", "evidence"):
-        table.add_column(column)
+    table = SafeTable("stage", "status", "time", "planned", "evidence", show_edge=False)
     styles = {"done": "green", "failed": "bold red", "running": "yellow", "pending": "dim"}
     for stage in state.stages:
         status = stage.status + (f" (hook {stage.hook})" if stage.hook in ("pending", "failed") else "")
         row = planned.get(f"{stage.name} time")
         table.add_row(
             stage.name,
-            f"[{styles.get(stage.status, '')}]{status}[/]",
+            styled(status, styles.get(stage.status, "")),
             duration(stage.seconds),
             duration(row.planned) if row is not None else "",
-            escape(_evidence_line(stage.name, dict(stage.evidence)) or (stage.error or "")),
+            _evidence_line(stage.name, dict(stage.evidence), stage.status) or (stage.error or ""),
         )
     console.print(table)
     if report.progress:
@@ -259,23 +266,23 @@ def _render_report(report: CutoverReport) -> None:
             f"  copy: {report.progress['files_done']} of {report.progress['files_total']} files written"
         )
     if report.lease is not None and report.lease_held:
-        console.print(f"  lease: held by {report.lease.describe()}")
+        console.print(f"  lease: held by {esc(report.lease.describe())}", highlight=False)
     if state.rollback is not None:
-        console.print(f"  rollback: {state.rollback.get('status')}")
+        console.print(f"  rollback: {esc(state.rollback.get('status'))}", highlight=False)
     if report.stopped:
-        console.print(f"  {escape(report.stopped)}", soft_wrap=True)
+        console.print(f"  {esc(report.stopped)}", highlight=False)
     if report.failed:
-        console.print(f"  [bold red]failed:[/] {escape(report.failed)}", highlight=False, soft_wrap=True)
+        console.print(f"  [bold red]failed:[/] {esc(report.failed)}", highlight=False)
     for note in report.notes:
-        console.print(f"  {escape(note)}", soft_wrap=True)
+        console.print(f"  {esc(note)}", highlight=False)
     if report.next_command:
-        console.print(f"  next: {report.next_command}", soft_wrap=True)
+        console.print(f"  next: {esc(report.next_command)}", highlight=False)
 
 
 def _finish(report: CutoverReport, json_output: bool) -> None:
     if report.broke_lease is not None:
         why = "expired" if report.broke_lease.expires <= _now() else "forced"
-        err_console.print(f"broke the lease of {report.broke_lease.describe()} ({why})", highlight=False)
+        err_console.print(f"broke the lease of {esc(report.broke_lease.describe())} ({why})", highlight=False)
     if json_output:
         print_json(report.to_dict())
     else:
@@ -597,9 +604,7 @@ def status(
     _render_report(report)
     rows = [p for p in report.plan_vs_actual if p.planned is not None or p.actual is not None]
     if rows:
-        table = Table(title="planned and measured", show_edge=False)
-        for column in ("item", "planned", "measured"):
-            table.add_column(column)
+        table = SafeTable("item", "planned", "measured", title="planned and measured", show_edge=False)
         for row in rows:
             show = human_bytes if row.unit == "bytes" else duration
             table.add_row(row.item, show(row.planned), show(row.actual))
@@ -622,9 +627,9 @@ def list_(
     if json_output:
         print_json([r.to_dict() for r in reports])
         return
-    table = Table(title="cutovers")
-    for column in ("id", "dataset", "from", "to", "phase", "next stage", "destination", "lease"):
-        table.add_column(column)
+    table = SafeTable(
+        "id", "dataset", "from", "to", "phase", "next stage", "destination", "lease", title="cutovers"
+    )
     for r in reports:
         s = r.state
         table.add_row(
@@ -634,7 +639,7 @@ def list_(
             str(s.target_version or "-"),
             s.phase,
             s.next_stage or "-",
-            escape(str(s.spec.get("destination"))),
+            str(s.spec.get("destination")),
             r.lease.owner.describe() if r.lease is not None and r.lease_held else "",
         )
     console.print(table)

@@ -6,7 +6,6 @@ import json
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from dsm.cli import checks_failed
 from dsm.cli.options import JsonOpt, RegistryOpt, StorageOpt, storage_options
@@ -15,14 +14,12 @@ __all__ = ["add_to", "diff"]
 
 
 def _cell(value: Any) -> str:
-    """A table cell, escaped: type names such as ``timestamp[us, tz=UTC]`` are not rich markup."""
-    from rich.markup import escape
-
+    """A value of a contract as table text (mappings and lists as JSON, nothing as ``-``)."""
     if value is None:
         return "-"
     if isinstance(value, (dict, list)):
-        return escape(json.dumps(value, sort_keys=True)) if value else "-"
-    return escape(str(value))
+        return json.dumps(value, sort_keys=True) if value else "-"
+    return str(value)
 
 
 def diff(
@@ -41,32 +38,30 @@ def diff(
 
         print_json(result.to_dict())
     else:
-        from dsm.cli.render import console
+        from dsm.cli.render import SafeTable, console, esc, styled
 
-        props = Table(title=f"{result.old} → {result.new}", show_edge=False)
-        for column in ("", result.old, result.new):
-            props.add_column(column)
+        props = SafeTable("", result.old, result.new, title=f"{result.old} → {result.new}", show_edge=False)
         for row in result.properties:
-            style = "" if row.same else "bold"
             props.add_row(
-                row.item, _cell(row.old), f"[{style}]{_cell(row.new)}[/]" if style else _cell(row.new)
+                row.item, _cell(row.old), _cell(row.new) if row.same else styled(_cell(row.new), "bold")
             )
         console.print(props)
-        fields = Table(title="fields", show_edge=False)
-        for column in ("field", result.old, result.new, "change"):
-            fields.add_column(column)
+        fields = SafeTable("field", result.old, result.new, "change", title="fields", show_edge=False)
         for field in result.fields:
             fields.add_row(_cell(field.name), _cell(field.old), _cell(field.new), field.change)
         console.print(fields)
         for change in result.changes:
             mark = "[bold red]breaking[/]" if change.breaking else "compatible"
             console.print(
-                f"  {mark} {_cell(change.field)}: {change.change} ({_cell(change.detail)})", highlight=False
+                f"  {mark} {esc(_cell(change.field))}: {esc(change.change)} ({esc(_cell(change.detail))})",
+                highlight=False,
             )
         colour = {"breaking": "bold red", "compatible": "bold yellow", "identical": "bold green"}[
             result.verdict
         ]
-        console.print(f"verdict for readers of {_cell(result.old)}: [{colour}]{result.verdict}[/]")
+        console.print(
+            f"verdict for readers of {esc(result.old)}: [{colour}]{result.verdict}[/]", highlight=False
+        )
     if result.verdict == "breaking":
         checks_failed()
 

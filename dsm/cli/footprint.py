@@ -5,11 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from dsm.cli.options import JsonOpt, RegistryOpt, StorageOpt, storage_options
-from dsm.cli.render import console, human_bytes, money, print_json
+from dsm.cli.render import SafeTable, console, esc, human_bytes, money, print_json, styled
 
 if TYPE_CHECKING:
     from dsm.commands.footprint import FootprintReport
@@ -18,26 +16,16 @@ __all__ = ["add_to", "footprint"]
 
 
 def _render(report: FootprintReport) -> None:
-    versions = Table(title="versions")
-    for column in (
-        "version",
-        "status",
-        "aliases",
-        "live",
-        "rows",
-        "logical",
-        "stored",
-        "shared",
-        "copies",
-        "missing",
-    ):
-        versions.add_column(column)
+    versions = SafeTable(
+        "version", "status", "aliases", "live", "rows", "logical", "stored", "shared", "copies", "missing",
+        title="versions",
+    )  # fmt: skip
     for v in report.versions:
         versions.add_row(
             v.ref,
             v.status,
             ", ".join(v.aliases) or "-",
-            "yes" if v.live else "[bold red]no[/]",
+            "yes" if v.live else styled("no", "bold red"),
             f"{v.rows:,}" if v.rows is not None else "-",
             human_bytes(v.logical_bytes),
             human_bytes(v.stored_bytes),
@@ -46,9 +34,10 @@ def _render(report: FootprintReport) -> None:
             str(v.missing),
         )
     console.print(versions)
-    classes = Table(title="stores and storage classes")
-    for column in ("store", "class", "files", "physical", "copies", "raw", "per GB-month", "per month"):
-        classes.add_column(column)
+    classes = SafeTable(
+        "store", "class", "files", "physical", "copies", "raw", "per GB-month", "per month",
+        title="stores and storage classes",
+    )  # fmt: skip
     for c in report.classes:
         classes.add_row(
             c.store,
@@ -62,24 +51,17 @@ def _render(report: FootprintReport) -> None:
         )
     console.print(classes)
     if report.cutovers:
-        cutovers = Table(title="open cutovers")
-        for column in (
-            "cutover",
-            "alias",
-            "phase",
-            "extra storage",
-            "from",
-            "complete after",
-            "until complete",
-        ):
-            cutovers.add_column(column)
+        cutovers = SafeTable(
+            "cutover", "alias", "phase", "extra storage", "from", "complete after", "until complete",
+            title="open cutovers",
+        )  # fmt: skip
         for open_cutover in report.cutovers:
             cutovers.add_row(
                 open_cutover.id,
                 f"{open_cutover.dataset}@{open_cutover.alias}",
                 open_cutover.phase,
                 human_bytes(open_cutover.extra_bytes),
-                escape(open_cutover.extra_source),
+                open_cutover.extra_source,
                 open_cutover.complete_after or "-",
                 money(open_cutover.cost_until_complete, report.currency)
                 if open_cutover.cost_until_complete is not None
@@ -92,10 +74,11 @@ def _render(report: FootprintReport) -> None:
         f"{human_bytes(report.copy_bytes)}; unreferenced {human_bytes(report.unreferenced_bytes)} "
         f"(retired {human_bytes(report.unreferenced_retired_bytes)}, without an alias "
         f"{human_bytes(report.unreferenced_unaliased_bytes)}); "
-        f"{money(report.monthly_cost, report.currency)} a month"
+        f"{money(report.monthly_cost, report.currency)} a month",
+        highlight=False,
     )
     for note in report.notes:
-        console.print(f"  note: {escape(note)}")
+        console.print(f"  note: {esc(note)}", highlight=False)
 
 
 def footprint(
@@ -130,7 +113,7 @@ def footprint(
         return
     _render(report)
     if output:
-        console.print(f"HTML report: {escape(output)}")
+        console.print(f"HTML report: {esc(output)}", highlight=False)
 
 
 def add_to(app: typer.Typer) -> None:

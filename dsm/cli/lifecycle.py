@@ -5,12 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from dsm.cli import checks_failed
 from dsm.cli.options import JsonOpt, RegistryOpt, StorageOpt, storage_options
-from dsm.cli.render import console, human_bytes, print_json
+from dsm.cli.render import SafeTable, console, esc, human_bytes, print_json, styled
 
 if TYPE_CHECKING:
     from dsm.commands.lifecycle import GcReport, StatusChange
@@ -28,9 +26,15 @@ def _render_change(change: StatusChange, json_output: bool) -> None:
         print_json(change.to_dict())
         return
     if not change.changed:
-        console.print(f"{change.ref} was already {change.status} ({escape(change.reason)}, {change.at})")
+        console.print(
+            f"{esc(change.ref)} was already {esc(change.status)} ({esc(change.reason)}, {esc(change.at)})",
+            highlight=False,
+        )
         return
-    console.print(f"{change.ref}: {change.previous} → [bold]{change.status}[/] ({escape(change.reason)})")
+    console.print(
+        f"{esc(change.ref)}: {esc(change.previous)} → [bold]{esc(change.status)}[/] ({esc(change.reason)})",
+        highlight=False,
+    )
 
 
 def _set_status(
@@ -67,28 +71,33 @@ def retire(
 
 
 def _render_gc(report: GcReport) -> None:
-    table = Table(title=f"gc {report.run}" + (" (dry run)" if report.dry_run else ""))
-    for column in ("version", "file", "bytes", "action", "why"):
-        table.add_column(column, overflow="fold")  # whole paths, never cut
+    table = SafeTable(
+        "version",
+        "file",
+        "bytes",
+        "action",
+        "why",
+        title=f"gc {report.run}" + (" (dry run)" if report.dry_run else ""),
+    )
     colours = {"delete": "yellow", "deleted": "bold red", "missing": "dim", "kept": "green"}
     for version in report.versions:
         if not version.files:
             style = "bold red" if version.decision == "refused" else "green"
-            table.add_row(version.ref, "-", "-", f"[{style}]{version.decision}[/]", escape(version.reason))
+            table.add_row(version.ref, "-", "-", styled(version.decision, style), version.reason)
             continue
         for f in version.files:
             table.add_row(
                 version.ref,
-                escape(f.url),
+                f.url,
                 human_bytes(f.bytes),
-                f"[{colours.get(f.action, '')}]{f.action}[/]",
-                escape(f.reason),
+                styled(f.action, colours.get(f.action, "")),
+                f.reason,
             )
     console.print(table)
     verb = "would delete" if report.dry_run else "deleted"
     console.print(f"{verb} {len(report.files_deleted)} file(s), {human_bytes(report.bytes_deleted)}")
     for note in report.notes:
-        console.print(f"  {escape(note)}")
+        console.print(f"  {esc(note)}", highlight=False)
 
 
 def gc(

@@ -5,12 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from dsm.cli import checks_failed
 from dsm.cli.options import JsonOpt, RegistryOpt, StorageOpt, storage_options
-from dsm.cli.render import console, print_json
+from dsm.cli.render import SafeTable, console, esc, print_json, styled
 
 if TYPE_CHECKING:
     from dsm.commands.policy import PolicyAudit
@@ -40,7 +38,7 @@ def show(
     elif found is None:
         console.print("this registry has no policy.yaml: data of every classification may go anywhere")
     else:
-        console.print(f"# {escape(found.source)}")
+        console.print(f"# {esc(found.source)}", highlight=False)
         console.print(found.to_yaml(), end="", markup=False, highlight=False)
 
 
@@ -64,25 +62,24 @@ def set_(
         return
     rules = len(change.policy.rules) + (1 if change.policy.default is not None else 0)
     console.print(
-        f"{'replaced' if change.replaced else 'set'} the policy of {escape(change.registry)}: {rules} rule(s)"
+        f"{'replaced' if change.replaced else 'set'} the policy of {esc(change.registry)}: {rules} rule(s)",
+        highlight=False,
     )
 
 
 def _render_audit(audit: PolicyAudit) -> None:
-    table = Table(title=f"policy {audit.policy}")
-    for column in ("version", "classified", "verdict", "rule broken"):
-        table.add_column(column)
+    table = SafeTable("version", "classified", "verdict", "rule broken", title=f"policy {audit.policy}")
     for ref, check in audit.checks.items():
         classified = ", ".join(f"{k}: {', '.join(v)}" for k, v in check.classified.items()) or "-"
         if check.ok:
-            table.add_row(ref, escape(classified), "[bold green]ok[/]", "")
+            table.add_row(ref, classified, styled("ok", "bold green"), "")
             continue
         for i, violation in enumerate(check.violations):
             table.add_row(
                 ref if i == 0 else "",
-                escape(classified) if i == 0 else "",
-                "[bold red]violates[/]",
-                escape(violation.message),
+                classified if i == 0 else "",
+                styled("violates", "bold red"),
+                violation.message,
             )
     console.print(table)
 

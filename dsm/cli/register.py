@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from dsm.cli.options import JsonOpt, RegistryOpt, StorageOpt, WorkersOpt, storage_options
-from dsm.cli.render import console, human_bytes, print_json, progress_for
+from dsm.cli.render import console, esc, human_bytes, print_json, progress_for
 
 __all__ = ["add_to", "register"]
 
@@ -67,9 +67,10 @@ def register(
         return
     fp = contract.fingerprint
     console.print(
-        f"registered [bold]{contract.ref}[/]: {len(contract.shards)} {contract.format} shards, "
+        f"registered [bold]{esc(contract.ref)}[/]: {len(contract.shards)} {esc(contract.format)} shards, "
         f"{contract.total_rows:,} rows, {human_bytes(contract.total_bytes)}"
-        + (f", fingerprint {fp.unordered[:16]}" if fp else "")
+        + (f", fingerprint {fp.unordered}" if fp else ""),
+        highlight=False,
     )
     if scan_pii:
         _render_pii_scan(contract.metadata.get("pii_scan") or {})
@@ -87,7 +88,7 @@ def _render_pii_scan(scan: dict[str, Any]) -> None:
     for f in findings:
         what = _PII_WORDS.get(f["kind"], f["kind"])
         console.print(
-            f"  [bold yellow]warning:[/] field {f['field']}: {f['count']:,} of {f['sampled']:,} sampled "
+            f"  [bold yellow]warning:[/] field {esc(f['field'])}: {f['count']:,} of {f['sampled']:,} sampled "
             f"values look like {what}: classify it (classification: pii, with --schema) or check the data",
             highlight=False,
         )

@@ -167,14 +167,10 @@ def readiness_table(checks: Any, *, title: str, skipped: Any = ()) -> Any:
     """The answers of ``dsm storage check`` as a table: ``checks`` are their ``to_dict()`` forms (what
     ``dsm storage check --json`` prints, and what a cutover plan keeps), ``skipped`` the names the user let
     fail (``--skip-readiness``)."""
-    from rich.markup import escape
-    from rich.table import Table
-
-    table = Table(title=title)
-    for column in ("check", "status", "required", "answer"):
-        table.add_column(column)
+    table = SafeTable("check", "status", "required", "answer", title=title)
     for c in checks:
         required = "yes" if c["required"] else ("skipped" if c["name"] in set(skipped) else "")
-        colour = _READINESS_COLOURS.get(c["status"], "")
-        table.add_row(c["name"], f"[{colour}]{c['status']}[/]", required, escape(c["detail"]))
+        table.add_row(
+            c["name"], styled(c["status"], _READINESS_COLOURS.get(c["status"], "")), required, c["detail"]
+        )
     return table

@@ -27,7 +27,7 @@ from dsm.cli.options import (
     key_value_options,
     storage_options,
 )
-from dsm.cli.render import console, human_bytes, print_json, progress_for
+from dsm.cli.render import console, esc, human_bytes, print_json, progress_for
 from dsm.errors import InputError
 
 if TYPE_CHECKING:
@@ -64,14 +64,18 @@ def _render(result: RewriteResult, json_output: bool) -> None:
     fp = contract.fingerprint
     resumed = f", {result.units_resumed} kept from an interrupted run" if result.units_resumed else ""
     console.print(
-        f"wrote [bold]{result.dataset}[/] from {result.source}: {result.shards} {contract.format} shards, "
-        f"{result.rows:,} rows, {human_bytes(result.bytes)} at {result.location}{resumed}"
+        f"wrote [bold]{esc(result.dataset)}[/] from {esc(result.source)}: {result.shards} "
+        f"{esc(contract.format)} shards, {result.rows:,} rows, {human_bytes(result.bytes)} at "
+        f"{esc(result.location)}{resumed}",
+        highlight=False,
     )
     if fp is not None:
         which = "unordered" if result.parameters.get("shuffle") else "unordered and ordered"
-        console.print(f"  row fingerprint {fp.unordered[:16]} matches {result.source} ({which})")
+        console.print(
+            f"  row fingerprint {fp.unordered} matches {esc(result.source)} ({which})", highlight=False
+        )
     for note in result.notes:
-        console.print(f"  {note}")
+        console.print(f"  {esc(note)}", highlight=False)
 
 
 _CONVERT_EPILOG = (

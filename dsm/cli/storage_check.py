@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
 
 from dsm.cli import checks_failed
 from dsm.cli.options import JsonOpt, StorageOpt, storage_options
-from dsm.cli.render import console, human_bytes, print_json, readiness_table, seconds
+from dsm.cli.render import console, esc, human_bytes, print_json, readiness_table, seconds
 
 if TYPE_CHECKING:
     from dsm.commands.storage_check import ReadinessReport
@@ -36,21 +35,26 @@ def _render(report: ReadinessReport) -> None:
             f"workers: PUT {human_bytes(figures.put_bytes_per_s)}/s (p50 {seconds(put['p50'])}, p99 "
             f"{seconds(put['p99'])}), GET {human_bytes(figures.get_bytes_per_s)}/s "
             f"(p50 {seconds(get['p50'])}, p99 {seconds(get['p99'])}), "
-            f"first byte p50 {seconds(figures.first_byte_s['p50'])}"
+            f"first byte p50 {seconds(figures.first_byte_s['p50'])}",
+            highlight=False,
         )
     scratch = report.scratch
     if scratch.clean:
         written = scratch.objects_written
-        console.print(f"scratch: {written} object(s) written under {escape(scratch.prefix)}, all removed")
+        console.print(
+            f"scratch: {written} object(s) written under {esc(scratch.prefix)}, all removed", highlight=False
+        )
     else:
-        console.print(f"[bold red]scratch left behind:[/] {escape(', '.join(scratch.left))}")
+        console.print(f"[bold red]scratch left behind:[/] {esc(', '.join(scratch.left))}", highlight=False)
     for key, value in scratch.notes.items():
         if key == "soft_deleted":
-            console.print(f"  note: {escape(str(value))}")
+            console.print(f"  note: {esc(value)}", highlight=False)
     verdict = "[bold green]READY[/]" if report.ok else "[bold red]NOT READY[/]"
     failed = ", ".join(c.name for c in report.failed)
     console.print(
-        f"{verdict} {escape(report.url)}" + (f": required check(s) did not pass: {failed}" if failed else "")
+        f"{verdict} {esc(report.url)}"
+        + (f": required check(s) did not pass: {esc(failed)}" if failed else ""),
+        highlight=False,
     )
 
 

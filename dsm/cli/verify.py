@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
 from dsm.cli import checks_failed
 from dsm.cli.options import JsonOpt, RegistryOpt, StorageOpt, WorkersOpt, storage_options
-from dsm.cli.render import console, print_json, progress_for
+from dsm.cli.render import SafeTable, console, esc, print_json, progress_for, styled
 
 if TYPE_CHECKING:
     from dsm.commands.verify import VerifyReport
@@ -67,18 +66,18 @@ def verify(
 def _render_verify(report: VerifyReport) -> None:
     failures = report.failures
     if failures:
-        table = Table(title=f"{report.dataset}: shards that failed")
-        table.add_column("shard")
-        table.add_column("status", style="bold red")
-        table.add_column("detail")
+        table = SafeTable("shard", "status", "detail", title=f"{report.dataset}: shards that failed")
         for shard in failures:
-            table.add_row(shard.path, shard.status, shard.detail)
+            table.add_row(shard.path, styled(shard.status, "bold red"), shard.detail)
         console.print(table)
     summary = ", ".join(f"{n} {status}" for status, n in report.summary.items())
     verdict = "[bold green]OK[/]" if report.ok else "[bold red]FAILED[/]"
-    console.print(f"{verdict} {report.dataset} ({'deep' if report.deep else 'bytes'}): {summary}")
+    console.print(
+        f"{verdict} {esc(report.dataset)} ({'deep' if report.deep else 'bytes'}): {esc(summary)}",
+        highlight=False,
+    )
     for note in report.notes:
-        console.print(f"  {note}")
+        console.print(f"  {esc(note)}", highlight=False)
 
 
 def add_to(app: typer.Typer) -> None:

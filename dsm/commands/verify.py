@@ -28,12 +28,17 @@ STATUSES = ("ok", "corrupt", "resized", "missing", "extra", "unreadable", "schem
 
 @dataclass(frozen=True, kw_only=True)
 class ShardReport:
-    """One shard's outcome; ``verified_by`` says what was compared (bytes, rows, or nothing)."""
+    """One shard's outcome; ``verified_by`` says what was compared (bytes, rows, or nothing).
+
+    ``expected`` and ``actual`` are the whole values compared where a comparison was made: the checksum of
+    the bytes (``xxh3-128:...``) or, when the rows did not match, the row fingerprint."""
 
     path: str
     status: str
     detail: str = ""
     verified_by: str = "bytes"
+    expected: str | None = None
+    actual: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -41,23 +46,38 @@ class ShardReport:
             "status": self.status,
             "detail": self.detail,
             "verified_by": self.verified_by,
+            "expected": self.expected,
+            "actual": self.actual,
         }
 
 
 @dataclass(frozen=True, kw_only=True)
 class VerifyReport:
-    """The outcome of a verify: ``ok`` only when every shard is ok and nothing is extra or unverified."""
+    """The outcome of a verify: ``ok`` only when every shard is ok and nothing is extra or unverified.
+
+    Two different checks of the dataset fingerprint, named apart:
+
+    - ``fingerprint_match``: the fingerprint recomputed from the rows of every shard equals the contract's
+      (``--deep`` with every shard decoded); None when the rows were not all read.
+    - ``contract_consistent``: the contract's own shard fingerprints add up to its dataset fingerprint; a
+      check of the contract, not of the data (None when the contract has no complete fingerprints).
+    """
 
     dataset: str
     location: str
     deep: bool
     shards: tuple[ShardReport, ...]
     fingerprint_match: bool | None = None
+    contract_consistent: bool | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
     def ok(self) -> bool:
-        return all(s.status == "ok" for s in self.shards) and self.fingerprint_match is not False
+        return (
+            all(s.status == "ok" for s in self.shards)
+            and self.fingerprint_match is not False
+            and self.contract_consistent is not False
+        )
 
     @property
     def summary(self) -> dict[str, int]:
@@ -75,6 +95,7 @@ class VerifyReport:
             "deep": self.deep,
             "location": self.location,
             "fingerprint_match": self.fingerprint_match,
+            "contract_consistent": self.contract_consistent,
             "shards": [s.to_dict() for s in self.shards],
             "summary": self.summary,
             "notes": list(self.notes),
@@ -133,7 +154,12 @@ def verify(
             loc, shard, actual_size=listed.get(shard.path), on_bytes=progress.advance, fast=fast
         )
         return ShardReport(
-            path=shard.path, status=physical.status, detail=physical.detail, verified_by=physical.verified_by
+            path=shard.path,
+            status=physical.status,
+            detail=physical.detail,
+            verified_by=physical.verified_by,
+            expected=shard.checksum if physical.checksum else None,
+            actual=physical.checksum,
         )
 
     try:
@@ -144,8 +170,14 @@ def verify(
             for i, rows in zip(
                 to_decode, _check_rows_of(contract, loc, to_decode, workers, progress), strict=True
             ):
+                bytes_checked = physical[i]
                 physical[i] = ShardReport(
-                    path=rows.path, status=rows.status, detail=rows.detail, verified_by="bytes+rows"
+                    path=rows.path,
+                    status=rows.status,
+                    detail=rows.detail,
+                    verified_by="bytes+rows",
+                    expected=rows.expected or bytes_checked.expected,
+                    actual=rows.actual or bytes_checked.actual,
                 )
                 digests[i] = rows.digest
     finally:
@@ -158,7 +190,7 @@ def verify(
         )
         for p in _extra_files(contract, listed)
     ]
-    match, notes = _dataset_fingerprint(contract, [d for _, d in results], deep)
+    match, consistent, notes = _dataset_fingerprint(contract, [d for _, d in results], deep)
     notes += _storage_notes(reports, fast, stats, before)
     return VerifyReport(
         dataset=contract.ref,
@@ -166,6 +198,7 @@ def verify(
         deep=deep,
         shards=tuple(reports),
         fingerprint_match=match,
+        contract_consistent=consistent,
         notes=tuple(notes),
     )
 
@@ -233,28 +266,44 @@ def _check_job(job: _RowJob) -> RowCheck:
 
 def _dataset_fingerprint(
     contract: Contract, digests: list[RowDigest | None], deep: bool
-) -> tuple[bool | None, list[str]]:
-    """Whether the shards' fingerprints add up to the dataset's: recomputed (deep) or as recorded."""
+) -> tuple[bool | None, bool | None, list[str]]:
+    """(rows recomputed equal the contract's fingerprint, the contract's shard fingerprints add up to its
+    dataset fingerprint, notes saying which was checked)."""
     expected = contract.fingerprint
     if expected is None:
-        return None, ["the contract has no dataset fingerprint"]
-    if deep and all(d is not None for d in digests):
+        return None, None, ["the contract has no dataset fingerprint"]
+    want = (expected.rows, expected.unordered, expected.ordered)
+    notes = []
+    match: bool | None = None
+    if deep and digests and all(d is not None for d in digests):
         total = RowDigest.combine(d for d in digests if d is not None)
-        source = "recomputed from the rows"
-    elif all(s.fingerprint and s.ordered_fingerprint and s.rows is not None for s in contract.shards):
-        total = RowDigest.combine(
+        match = (total.rows, total.unordered, total.ordered) == want
+        notes.append(
+            f"row fingerprint recomputed from every shard: {'matches' if match else 'DIFFERS from'} "
+            "the contract"
+        )
+    elif deep:
+        unread = sum(1 for d in digests if d is None)
+        notes.append(f"row fingerprint not recomputed: the rows of {unread} shard(s) could not be checked")
+    consistent: bool | None = None
+    if all(s.fingerprint and s.ordered_fingerprint and s.rows is not None for s in contract.shards):
+        combined = RowDigest.combine(
             RowDigest.from_hex(
                 rows=s.rows or 0, unordered=s.fingerprint or "", ordered=s.ordered_fingerprint or ""
             )
             for s in contract.shards
         )
-        source = "combined from the contract's shard fingerprints"
+        consistent = (combined.rows, combined.unordered, combined.ordered) == want
+        if not consistent:
+            notes.append(
+                "the contract is not self-consistent: its shard fingerprints do not add up to its dataset "
+                "fingerprint (the contract was edited or damaged)"
+            )
+        elif match is None:
+            notes.append(
+                "rows not read: the contract's shard fingerprints add up to its dataset fingerprint (a "
+                "check of the contract only; --deep checks the rows)"
+            )
     else:
-        return None, ["shard fingerprints are incomplete; the dataset fingerprint was not checked"]
-    match = (total.rows, total.unordered, total.ordered) == (
-        expected.rows,
-        expected.unordered,
-        expected.ordered,
-    )
-    note = f"dataset fingerprint {source}: {'matches' if match else 'DIFFERS from'} the contract"
-    return match, [note]
+        notes.append("shard fingerprints are incomplete; the contract's dataset fingerprint was not checked")
+    return match, consistent, notes

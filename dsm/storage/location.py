@@ -31,6 +31,7 @@ from dsm.storage.options import LOCAL_PROTOCOLS, options_for, protocol_of, stora
 from dsm.storage.secrets import URL_USERINFO, redact, remember_option_secrets, remember_secret
 from dsm.storage.stores import (
     ObjectStore,
+    ServerChecksum,
     check_option_names,
     constructor_options,
     install_hint,
@@ -116,6 +117,14 @@ class Location:
 
     def child(self, rel: str) -> Location:
         return Location(url=self.url_of(rel), fs=self.fs, root=self.path(rel), options=self.options)
+
+    def server_checksum(self, rel: str) -> ServerChecksum | None:
+        """The store's full-object checksum of ``rel`` (:meth:`ObjectStore.server_checksum`; None on local
+        disk)."""
+        if self.is_local:
+            return None
+        with self._errors(rel):
+            return self.store.server_checksum(self, rel)
 
     def exists(self, rel: str = "") -> bool:
         with self._errors(rel):

@@ -308,7 +308,4 @@ def server_checksum(loc: Location, rel: str) -> ServerChecksum | None:
     """The store's full-object checksum of ``rel`` (None on local disk and stores that keep none)."""
     if loc.is_local:
         return None
-    from dsm.storage.failures import storage_errors
-
-    with storage_errors(loc.url_of(rel), loc):
-        return loc.store.server_checksum(loc, rel)
+    return loc.server_checksum(rel)

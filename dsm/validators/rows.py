@@ -26,6 +26,9 @@ class RowCheck:
     status: str
     detail: str = ""
     digest: RowDigest | None = None
+    expected: str | None = None
+    """The row fingerprint the contract records, where the rows did not match it (``actual``: found)."""
+    actual: str | None = None
 
 
 def check_rows(
@@ -70,5 +73,7 @@ def check_rows(
             status="corrupt",
             detail=f"row fingerprint {digest.unordered[:12]}.. expected {shard.fingerprint[:12]}..",
             digest=digest,
+            expected=shard.fingerprint,
+            actual=digest.unordered,
         )
     return RowCheck(path=shard.path, status="ok", digest=digest)
