@@ -20,6 +20,9 @@ Readiness (:class:`S3Probe`, ``dsm storage check``), through the same client:
   a store does not evaluate it), ``GetBucketAcl``.
 
 An API the credentials may not call (``AccessDenied``) or the store does not implement gives ``unknown``.
+
+The module is over 600 lines because it holds the three things dsm asks of S3, which share the client and
+its error codes: conditional writes and checksums, the translation of botocore's errors, and the probe.
 """
 
 from __future__ import annotations
