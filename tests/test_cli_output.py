@@ -3,6 +3,9 @@ wraps a line (a person at a terminal still gets lines that fit it)."""
 
 from __future__ import annotations
 
+import json
+import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -48,3 +51,128 @@ def test_consoles_are_wide_only_when_they_do_not_write_to_a_terminal() -> None:
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "50"  # on a terminal the terminal's width holds
+
+
+# --- piped: whole values, nothing cut ------------------------------------------------------------------
+
+LONG_NAME = "web-sample-deduplicated-english-2026-11-30-" + "x" * 60
+
+
+def _piped(command: str, cwd: Path) -> str:
+    """``command | cat`` in a shell at a narrow terminal width: what a script reading dsm's output gets."""
+    done = subprocess.run(
+        f"{command} | cat",
+        shell=True,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, "COLUMNS": "40"},
+        check=True,
+    )
+    return done.stdout
+
+
+def test_piped_tables_print_names_ids_and_details_whole(tmp_path: Path, sample_table) -> None:  # type: ignore[no-untyped-def]
+    data = tmp_path / "data[v1]"  # brackets are not markup
+    write_parquet_shards(data, sample_table.slice(0, 300), 2)
+    registry = tmp_path / "registry"
+    dsm = f"{shlex.quote(sys.executable)} -m dsm"
+    reg = f"--registry {shlex.quote(str(registry))}"
+    subprocess.run(
+        f"{dsm} register {shlex.quote(str(data))} --name {LONG_NAME} {reg}",
+        shell=True,
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(f"{dsm} alias {LONG_NAME} prod 1 {reg}", shell=True, check=True, capture_output=True)
+
+    listed = _piped(f"{dsm} ls {reg}", tmp_path)
+    assert "…" not in listed
+    row = next(line for line in listed.splitlines() if LONG_NAME in line)
+    assert "prod→1" in row and "300" in row  # the whole entry on the row of its whole name
+
+    # A changed shard: verify's table names it and says why, on one line each, with the whole checksum.
+    shard = data / "part-00001.parquet"
+    shard.write_bytes(shard.read_bytes()[:-8] + b"PAR1PAR1")
+    verified = subprocess.run(
+        f"{dsm} verify {LONG_NAME} {reg} | cat",
+        shell=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "40"},
+    ).stdout
+    assert "…" not in verified
+    assert f"{LONG_NAME}@1: shards that failed" in verified.splitlines()[0]
+    line = next(line for line in verified.splitlines() if "part-00001.parquet" in line)
+    assert (
+        "corrupt" in line and "the bytes changed after registration; restore the shard or re-register" in line
+    )
+    as_json = json.loads(
+        subprocess.run(
+            f"{dsm} verify {LONG_NAME} {reg} --json", shell=True, capture_output=True, text=True
+        ).stdout
+    )
+    bad = next(s for s in as_json["shards"] if s["path"] == "part-00001.parquet")
+    assert bad["expected"].startswith("xxh3-128:") and len(bad["expected"]) == len("xxh3-128:") + 32
+    assert bad["actual"].startswith("xxh3-128:") and bad["actual"] != bad["expected"]
+    assert as_json["fingerprint_match"] is None and as_json["contract_consistent"] is True
+
+
+def test_piped_cutover_list_prints_the_whole_id_a_user_types_next(tmp_path: Path, sample_table) -> None:  # type: ignore[no-untyped-def]
+    data = tmp_path / "data"
+    write_parquet_shards(data, sample_table.slice(0, 200), 1)
+    registry = str(tmp_path / "registry")
+    assert (
+        runner.invoke(app, ["register", str(data), "--name", LONG_NAME, "--registry", registry]).exit_code
+        == 0
+    )
+    assert runner.invoke(app, ["alias", LONG_NAME, "prod", "1", "--registry", registry]).exit_code == 0
+    dest = tmp_path.joinpath(*["a-long-destination-folder"] * 4)
+    started = runner.invoke(
+        app,
+        ["cutover", "start", f"{LONG_NAME}@prod", "--to", str(dest), "--json", "--registry", registry],
+    )
+    assert started.exit_code == 0, started.output
+    cutover_id = json.loads(started.stdout)["id"]
+    dsm = f"{shlex.quote(sys.executable)} -m dsm"
+    listed = _piped(f"{dsm} cutover list --registry {shlex.quote(registry)}", tmp_path)
+    assert "…" not in listed
+    row = next(line for line in listed.splitlines() if cutover_id in line)
+    assert f"{LONG_NAME}@prod" in row and str(dest) in row
+
+
+def test_values_are_printed_as_they_are_not_as_markup(tmp_path: Path, sample_table) -> None:  # type: ignore[no-untyped-def]
+    """A contract saying timestamp[ms] where the file holds timestamp[us, tz=UTC]: both type names whole."""
+    import yaml
+
+    data = tmp_path / "data"
+    write_parquet_shards(data, sample_table.slice(0, 100), 1)
+    registry = str(tmp_path / "registry")
+    assert runner.invoke(app, ["register", str(data), "--name", "ts", "--registry", registry]).exit_code == 0
+    contract = yaml.safe_load((Path(registry) / "ts" / "versions" / "1.yaml").read_text())
+    for field in contract["schema"]["fields"]:
+        if field["name"] == "created":
+            field["type"] = "timestamp[ms]"
+    claimed = tmp_path / "claimed.yaml"
+    claimed.write_text(yaml.safe_dump(contract, sort_keys=False))
+    result = runner.invoke(app, ["verify", str(claimed), "--deep"])
+    assert result.exit_code == 1
+    line = next(line for line in result.stdout.splitlines() if "schema_mismatch" in line)
+    assert "timestamp[ms]" in line and "timestamp[us, tz=UTC]" in line, line
+
+
+def test_on_a_narrow_terminal_a_long_cell_folds_instead_of_being_cut() -> None:
+    import io
+
+    from rich.console import Console
+
+    from dsm.cli.render import SafeTable
+
+    out = io.StringIO()
+    terminal = Console(file=out, force_terminal=True, width=30, color_system=None)
+    table = SafeTable("id", "phase", title="cutovers")
+    table.add_row("20261130T100000Z-3fa2c1-" + "d" * 20, "copying")
+    terminal.print(table)
+    text = out.getvalue()
+    assert "…" not in text
+    assert "".join(ch for ch in text if ch.isalnum()).count("3fa2c1" + "d" * 20) == 1  # every character kept

@@ -49,7 +49,8 @@ def scan_source(
 ) -> ScannedSource:
     """Find the shards at ``source``: a folder (recursively), a glob, or one file, on any fsspec URL."""
     pattern = None
-    if any(ch in source for ch in _GLOB_CHARS):
+    # A glob, unless a file or folder has that very name (``data[v1]/``).
+    if any(ch in source for ch in _GLOB_CHARS) and not location(source, storage_options).exists():
         head = source[: min(source.index(ch) for ch in _GLOB_CHARS if ch in source)]
         base = head.rsplit("/", 1)[0] if "/" in head else "."
         root = location(base, storage_options)
