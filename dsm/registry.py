@@ -10,7 +10,8 @@ Layout::
 
 A reference is ``NAME`` (its newest version that is not retired), ``NAME@3``, ``NAME@prod`` (an alias), or
 a contract file path; :func:`resolve` turns one (or a :class:`Contract`, as it is) into its contract, for
-every layer above.
+every layer above. A reference to a deprecated version resolves, with a :class:`DeprecatedVersionWarning`;
+a version file whose body names another dataset or version than its path is refused.
 
 >>> reg = Registry("memory://doc-registry")
 >>> reg.names()
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +36,7 @@ from dsm.units import utc_now_text
 
 __all__ = [
     "AliasMove",
+    "DeprecatedVersionWarning",
     "Registry",
     "VersionStatus",
     "contract_text",
@@ -49,6 +52,10 @@ _VERSION_FILE = re.compile(r"^(\d+)\.yaml$")
 _RESERVED_ALIASES = {"latest"}
 _STATUSES = ("draft", "active", "deprecated", "retired")
 _PUBLISH_ATTEMPTS = 100
+
+
+class DeprecatedVersionWarning(UserWarning):
+    """A reference resolved to a deprecated version: it still reads, but it was superseded."""
 
 
 def default_registry_url() -> str:
@@ -191,18 +198,23 @@ class Registry:
         ref = str(ref)
         if _looks_like_path(ref):
             return load_contract_file(ref, self.storage_options)
+        contract = self._resolve(ref)
+        if contract.status == "deprecated":
+            self._warn_deprecated(contract)
+        return contract
+
+    def _resolve(self, ref: str) -> Contract:
         name, selector = parse_reference(ref)
         if selector is None or selector == "latest":
-            versions = self.versions(name)
-            if not versions:
-                raise DatasetNotFound(
-                    f"no dataset named {name!r} in registry {redact(self.url)}; `dsm ls` lists the names"
-                )
-            statuses = self.statuses(name)
-            usable = [v for v in versions if v not in statuses or statuses[v].status != "retired"]
-            if not usable:
+            current = self.current(name)
+            if current is None:
+                versions = self.versions(name)
+                if not versions:
+                    raise DatasetNotFound(
+                        f"no dataset named {name!r} in registry {redact(self.url)}; `dsm ls` lists the names"
+                    )
                 raise DatasetNotFound(f"every version of {name} is retired; name one: {name}@{versions[-1]}")
-            return self.get(name, usable[-1])
+            return current
         if selector.isdigit():
             return self.get(name, int(selector))
         aliases = self.aliases(name)
@@ -211,6 +223,27 @@ class Registry:
                 raise DatasetNotFound(f"no dataset named {name!r} in registry {redact(self.url)}")
             raise DatasetNotFound(f"{name} has no alias {selector!r}; aliases: {sorted(aliases) or 'none'}")
         return self.get(name, aliases[selector])
+
+    def current(self, name: str) -> Contract | None:
+        """What ``NAME`` alone names: its newest version that is not retired (None: no such version)."""
+        statuses = self.statuses(name)
+        usable = [v for v in self.versions(name) if v not in statuses or statuses[v].status != "retired"]
+        return self.get(name, usable[-1]) if usable else None
+
+    def _warn_deprecated(self, contract: Contract) -> None:
+        status = self.statuses(contract.name).get(contract.version or 0)
+        why = f" ({status.reason}, {status.at})" if status is not None and status.reason else ""
+        current = self.current(contract.name)
+        newer = (
+            f"; {current.ref} is the newest version"
+            if current is not None and current.version != contract.version
+            else ""
+        )
+        warnings.warn(
+            f"{contract.ref} is deprecated{why}: it still reads, but it was superseded{newer}",
+            DeprecatedVersionWarning,
+            stacklevel=3,
+        )
 
     # --- writing ----------------------------------------------------------------------------------------
 
@@ -245,10 +278,13 @@ class Registry:
         """
         if alias in _RESERVED_ALIASES or alias.isdigit() or not _NAME.match(alias):
             raise InputError(f"{alias!r} cannot be an alias (it must be a name, not a number or 'latest')")
-        if version not in self.versions(name):
+        known = self.versions(name)
+        if not known:
             raise DatasetNotFound(
-                f"{name}@{version} does not exist; versions of {name}: {self.versions(name)}"
+                f"no dataset named {name!r} in registry {redact(self.url)}; `dsm ls` lists the names"
             )
+        if version not in known:
+            raise DatasetNotFound(f"{name}@{version} does not exist; versions of {name}: {known}")
         status = self.statuses(name).get(version)
         if status is not None and status.status == "retired":
             raise InputError(f"{name}@{version} is retired ({status.reason}); an alias cannot point at it")
@@ -278,6 +314,10 @@ class Registry:
         if status not in _STATUSES:
             raise InputError(f"{status!r} is not a dataset status; one of {', '.join(_STATUSES)}")
         known = self.versions(name)
+        if not known:
+            raise DatasetNotFound(
+                f"no dataset named {name!r} in registry {redact(self.url)}; `dsm ls` lists the names"
+            )
         if version not in known:
             raise DatasetNotFound(f"{name}@{version} does not exist; versions of {name}: {known}")
         current, raw = self._read_statuses(name)

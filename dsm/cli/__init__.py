@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import traceback
+import warnings
 from typing import Any, Final, NoReturn
 
 import typer
@@ -145,7 +146,9 @@ class CommandGroup(TyperGroup):
         # Read before the group hands the words on to the command (typer empties them then).
         command, as_json = _command_path(ctx), _wants_json(ctx)
         try:
-            return super().invoke(ctx)
+            with warnings.catch_warnings():
+                warnings.showwarning = _show_warning
+                return super().invoke(ctx)
         except (typer.Exit, typer.Abort):
             raise
         except typer.TyperException as exc:
@@ -154,6 +157,14 @@ class CommandGroup(TyperGroup):
             _report(exc, command, as_json=True, debug=_debug(ctx))
         except (Exception, KeyboardInterrupt) as exc:
             _report(exc, command, as_json=as_json, debug=_debug(ctx))
+
+
+def _show_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
+    """A warning (a deprecated version, a non-atomic store, ...) as one line on stderr, not Python's two."""
+    from dsm.cli.render import err_console, esc
+    from dsm.storage import redact
+
+    err_console.print(f"[bold yellow]warning:[/] {esc(redact(str(message)))}", highlight=False)
 
 
 def _report(exc: BaseException, command: str, *, as_json: bool, debug: bool) -> NoReturn:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Annotated, Any
 
 import typer
@@ -31,13 +32,22 @@ def register(
     description: Annotated[
         str | None, typer.Option("--description", help="One line about the dataset.")
     ] = None,
-    owner: Annotated[list[str] | None, typer.Option("--owner", help="An owner (repeatable).")] = None,
+    owner: Annotated[
+        list[str] | None, typer.Option("--owner", help="An owner (repeatable, or several comma-separated).")
+    ] = None,
     key: Annotated[list[str] | None, typer.Option("--key", help="A key field (repeatable).")] = None,
     scan_pii: Annotated[
         bool,
         typer.Option(
             "--scan-pii",
             help="Warn about likely e-mail addresses, phone and card numbers in unclassified fields.",
+        ),
+    ] = False,
+    allow_breaking: Annotated[
+        bool,
+        typer.Option(
+            "--allow-breaking",
+            help="Register a schema that `dsm diff` calls breaking for readers of the newest version.",
         ),
     ] = False,
     workers: WorkersOpt = None,
@@ -48,24 +58,38 @@ def register(
     """Scan shards and write a new version of the dataset's contract."""
     import dsm.commands.register as register_command
 
-    contract = register_command.register(
-        source,
-        name=name,
-        format=format,
-        schema=schema,
-        registry=registry,
-        description=description,
-        owners=owner or (),
-        key=key or (),
-        workers=workers,
-        scan_pii=scan_pii,
-        storage_options=storage_options(storage_option),
-        progress=progress_for(json_output),
-    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", register_command.AlreadyRegisteredWarning)
+        contract = register_command.register(
+            source,
+            name=name,
+            format=format,
+            schema=schema,
+            registry=registry,
+            description=description,
+            owners=owner or (),
+            key=key or (),
+            workers=workers,
+            scan_pii=scan_pii,
+            allow_breaking=allow_breaking,
+            storage_options=storage_options(storage_option),
+            progress=progress_for(json_output),
+        )
+    reused = [w for w in caught if issubclass(w.category, register_command.AlreadyRegisteredWarning)]
+    for w in caught:
+        if w not in reused:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     if json_output:
         print_json(contract.to_dict())
         return
     fp = contract.fingerprint
+    if reused:
+        console.print(
+            f"{esc(contract.ref)} already holds exactly these shards (same bytes, rows and schema): nothing "
+            "new was registered",
+            highlight=False,
+        )
+        return
     console.print(
         f"registered [bold]{esc(contract.ref)}[/]: {len(contract.shards)} {esc(contract.format)} shards, "
         f"{contract.total_rows:,} rows, {human_bytes(contract.total_bytes)}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import posixpath
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +26,7 @@ from dsm.units import utc_now_text
 from dsm.validators.pii import scan_shards
 from dsm.validators.schema import schema_differences
 
-__all__ = ["ScannedSource", "register", "scan_source"]
+__all__ = ["AlreadyRegisteredWarning", "ScannedSource", "register", "scan_source"]
 
 _GLOB_CHARS = "*?["
 
@@ -38,6 +39,13 @@ class ScannedSource:
     files: tuple[FileInfo, ...]
     format: str
     pattern: str | None = None
+
+
+def _owner_list(owners: Sequence[str] | str) -> tuple[str, ...]:
+    """``["a@x,b@y", "c@z"]`` -> ``("a@x", "b@y", "c@z")`` (a comma separates owners; duplicates dropped)."""
+    given = [owners] if isinstance(owners, str) else list(owners)
+    split = [part.strip() for value in given for part in str(value).split(",")]
+    return tuple(dict.fromkeys(part for part in split if part))
 
 
 def _is_hidden(path: str) -> bool:
@@ -77,8 +85,16 @@ def scan_source(
                 f"{redact(source)} holds files of several formats ({', '.join(kinds)}); "
                 "pass --format or a glob that selects one"
             )
+        if not files:
+            raise InputError(f"{redact(source)}: no files there (hidden ones aside): nothing to register")
         if not kinds:
-            raise InputError(f"{redact(source)}: no shard of a known format found; pass --format")
+            shown = ", ".join(f.path for f in files[:3]) + (
+                f" and {len(files) - 3} more" if len(files) > 3 else ""
+            )
+            raise InputError(
+                f"{redact(source)}: no file with a known format's extension ({shown}); pass --format "
+                "(parquet, jsonl, csv, arrow, webdataset)"
+            )
         format = kinds[0]
         matching = [f for f in files if detected[f.path] == format]
     if not matching:
@@ -141,6 +157,7 @@ def register(
     key: Sequence[str] = (),
     workers: int | None = None,
     scan_pii: bool = False,
+    allow_breaking: bool = False,
     storage_options: Mapping[str, Any] | None = None,
     progress: Progress | None = None,
 ) -> Contract:
@@ -153,11 +170,17 @@ def register(
     rows for e-mail addresses, phone and card numbers in unclassified fields and records the counts (never
     a value) in ``metadata.pii_scan``.
 
+    Versions mean what users expect: shards identical to the newest version's (bytes, rows, schema) return
+    that version with an :class:`AlreadyRegisteredWarning` instead of writing a new one; a schema that
+    ``dsm diff`` calls breaking for readers of the newest version is refused (:class:`SchemaError`, before
+    any shard is read) unless ``allow_breaking``. ``owners`` given as ``"a@x,b@y"`` are two owners.
+
     >>> contract = register("data/web-text/", name="web-text")  # doctest: +SKIP
     >>> contract.ref  # doctest: +SKIP
     'web-text@1'
     """
     reg = open_registry(registry, storage_options)
+    owners = _owner_list(owners)
     scan = scan_source(source, format=format, storage_options=storage_options)
     fmt = get_format(scan.format)
     given = _schema_from_option(schema, reg) if schema is not None else None
@@ -168,6 +191,9 @@ def register(
     newest = reg.versions(name)
     annotations = carry_classifications(given, reg.get(name, newest[-1]).schema if newest else None)
     declared = Schema.from_arrow(arrow_schema, annotations=annotations, key=key)
+    current = reg.current(name) if newest else None
+    if current is not None and not allow_breaking:
+        _refuse_breaking(current, declared)
     verdict = check_location(
         declared,
         contract_location(scan.root),
@@ -214,4 +240,55 @@ def register(
         ),
         metadata=metadata,
     )
+    if current is not None and _same_registration(current, contract):
+        warnings.warn(
+            f"{current.ref} already holds exactly these shards (same bytes, rows and schema): it is returned "
+            "and no new version was written",
+            AlreadyRegisteredWarning,
+            stacklevel=2,
+        )
+        return current
     return reg.publish(contract)
+
+
+class AlreadyRegisteredWarning(UserWarning):
+    """``register`` found the newest version already holding exactly these shards and returned it."""
+
+
+def _refuse_breaking(current: Contract, declared: Schema) -> None:
+    """A :class:`SchemaError` when readers of ``current`` could not read the new schema (``dsm diff``)."""
+    from dsm.validators.compatibility import compare_schemas
+
+    breaking = [c for c in compare_schemas(current.schema, declared) if c.breaking]
+    if breaking:
+        shown = "; ".join(f"{c.field}: {c.change}" + (f" ({c.detail})" if c.detail else "") for c in breaking)
+        raise SchemaError(
+            f"the new schema is breaking for readers of {current.ref}: {shown}; `dsm diff` shows both "
+            "contracts, --allow-breaking registers it anyway (or register it under another name)",
+            field=breaking[0].field,
+        )
+
+
+def _identity(contract: Contract) -> tuple[Any, ...]:
+    return (
+        contract.location,
+        contract.format,
+        dict(contract.format_options),
+        contract.schema.to_dict(),
+        tuple(
+            (s.path, s.bytes, s.checksum, s.rows, s.fingerprint, s.ordered_fingerprint)
+            for s in contract.shards
+        ),
+        contract.fingerprint.to_dict() if contract.fingerprint else None,
+        contract.metadata.get("source_glob"),
+    )
+
+
+def _same_registration(current: Contract, new: Contract) -> bool:
+    """Whether ``new`` says nothing ``current`` does not: the same shards, schema and location, and no
+    description or owners other than the current ones (leaving them out keeps the current ones)."""
+    if _identity(current) != _identity(new):
+        return False
+    return (new.description in (None, current.description)) and (
+        not new.owners or new.owners == current.owners
+    )

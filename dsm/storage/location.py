@@ -172,6 +172,27 @@ class Location:
         with self._errors(rel):
             return bytes(self.fs.cat_file(self.path(rel)))
 
+    @contextlib.contextmanager
+    def leave_folders_as_found(self) -> Iterator[None]:
+        """Folders the block makes on local disk for this location (its root and the missing parents) are
+        removed again at the end if they are empty: a probe or a plan leaves no folder behind. Object stores
+        have no folders."""
+        missing: list[str] = []
+        if self.is_local:
+            path = self.root
+            while path and not os.path.exists(path):
+                missing.append(path)  # deepest first
+                parent = os.path.dirname(path)
+                if parent == path:
+                    break
+                path = parent
+        try:
+            yield
+        finally:
+            for folder in missing:
+                with contextlib.suppress(OSError):  # not empty (someone wrote there) or gone: kept as is
+                    os.rmdir(folder)
+
     def makedirs(self, rel: str = "") -> None:
         with self._errors(rel):
             self.fs.makedirs(self.path(rel), exist_ok=True)

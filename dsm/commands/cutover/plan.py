@@ -217,9 +217,24 @@ def compute_plan(
 
     Runs ``dsm storage check`` on the destination (its scratch objects removed), reads a sample of the
     source (a short ``dsm bench`` and about 8 MB of rows) and writes one temporary file to the
-    destination, removed at once; nothing else is written. A destination the data policy does not allow
-    gets nothing written to it.
+    destination, removed at once; nothing else is written, and a local destination folder that did not
+    exist does not exist afterwards. A destination the data policy does not allow gets nothing written to
+    it.
     """
+    with location(spec.destination, storage_options).leave_folders_as_found():
+        return _compute_plan(
+            spec, source, registry=registry, storage_options=storage_options, workers=workers
+        )
+
+
+def _compute_plan(
+    spec: CutoverSpec,
+    source: Contract,
+    *,
+    registry: Registry,
+    storage_options: Mapping[str, Any] | None,
+    workers: int | None,
+) -> CutoverPlan:
     from dsm.commands.bench import bench
     from dsm.validators import compatibility as rules
 
