@@ -259,17 +259,19 @@ def describe_shard(
     *,
     size: int | None = None,
     on_bytes: Callable[[int], None] | None = None,
+    on_rows: Callable[[int], None] | None = None,
     batch_rows: int = DEFAULT_BATCH_ROWS,
 ) -> DescribedShard:
     """Read the shard at ``path`` as it is on storage: checksum its bytes, decode its rows under ``schema``.
 
     ``size`` is the listed size when the caller has it (else it is asked from storage); ``batch_rows``
-    bounds the rows decoded at once. Decoding failures
+    bounds the rows decoded at once; ``on_bytes`` and ``on_rows`` hear of the bytes hashed and the rows
+    decoded as they go. Decoding failures
     raise :class:`dsm.errors.FormatError` or :class:`dsm.errors.SchemaError` naming the shard.
     """
     # The bytes' checksum, plus the object store's full-object checksum where it can be trusted.
     measured = measure_object(loc, path, algorithm=DEFAULT_ALGORITHM, on_bytes=on_bytes)
-    found = digest_shard(loc, path, fmt, schema=schema, batch_rows=batch_rows)
+    found = digest_shard(loc, path, fmt, schema=schema, on_rows=on_rows, batch_rows=batch_rows)
     size = loc.size(path) if size is None else size
     entry = shard_entry(path, size, measured.checksum, found.digest, server_checksum=measured.server_checksum)
     return DescribedShard(shard=entry, digest=found.digest)

@@ -22,11 +22,12 @@ from rich.console import Console, ConsoleDimensions, ConsoleOptions, RenderResul
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
-    DownloadColumn,
     Progress,
+    ProgressColumn,
+    Task,
     TextColumn,
+    TimeElapsedColumn,
     TimeRemainingColumn,
-    TransferSpeedColumn,
 )
 from rich.table import Table
 from rich.text import Text
@@ -126,31 +127,56 @@ def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
 
+class _Rate(ProgressColumn):
+    """Bytes per second once rich has measured it (nothing before: never a ``?``)."""
+
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text("" if speed is None else f"{human_bytes(int(speed))}/s", style="progress.data.speed")
+
+
+class _Done(ProgressColumn):
+    """Bytes done, of the total when there is one."""
+
+    def render(self, task: Task) -> Text:
+        done = human_bytes(int(task.completed))
+        text = done if task.total is None else f"{done} of {human_bytes(int(task.total))}"
+        return Text(text, style="progress.download")
+
+
 class BarProgress:
-    """A byte progress bar on stderr, used only when stderr is a terminal."""
+    """A byte progress bar on stderr, used only when stderr is a terminal.
+
+    With a total (the data's size), the bar fills as the work reports bytes, with the rate and the time
+    left; without one (a benchmark that runs for a duration), it shows the bytes done, the rate and the time
+    spent.
+    """
 
     def __init__(self) -> None:
-        self._bar = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            DownloadColumn(),
-            TransferSpeedColumn(),
-            TimeRemainingColumn(),
-            console=err_console,
-            transient=True,
-        )
+        self._bar: Progress | None = None
         self._task: Any = None
 
     def start(self, *, total_bytes: int, total_units: int, description: str) -> None:
+        time_column = TimeRemainingColumn() if total_bytes else TimeElapsedColumn()
+        self._bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            _Done(),
+            _Rate(),
+            time_column,
+            console=err_console,
+            transient=True,
+        )
         self._bar.start()
         self._task = self._bar.add_task(f"{description} ({total_units} shards)", total=total_bytes or None)
 
     def advance(self, nbytes: int) -> None:
-        if self._task is not None:
+        if self._bar is not None and self._task is not None:
             self._bar.advance(self._task, nbytes)
 
     def finish(self) -> None:
-        self._bar.stop()
+        if self._bar is not None:
+            self._bar.stop()
 
 
 def progress_for(json_output: bool) -> BarProgress | None:

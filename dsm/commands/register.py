@@ -15,7 +15,7 @@ import yaml
 from dsm._version import tool_name
 from dsm.commands.policy import check_location, policy_error
 from dsm.contract import Contract, Lineage, Schema
-from dsm.engine import NullProgress, Progress, map_units
+from dsm.engine import NullProgress, Progress, map_units, scaled
 from dsm.errors import ContractError, InputError, SchemaError
 from dsm.formats import Format, detect_format, get_format
 from dsm.policy import carry_classifications
@@ -173,7 +173,8 @@ def register(
     Versions mean what users expect: shards identical to the newest version's (bytes, rows, schema) return
     that version with an :class:`AlreadyRegisteredWarning` instead of writing a new one; a schema that
     ``dsm diff`` calls breaking for readers of the newest version is refused (:class:`SchemaError`, before
-    any shard is read) unless ``allow_breaking``. ``owners`` given as ``"a@x,b@y"`` are two owners.
+    any shard is read) unless ``allow_breaking``. Without ``key``, the newest version's key is kept when
+its fields are there. ``owners`` given as ``"a@x,b@y"`` are two owners.
 
     >>> contract = register("data/web-text/", name="web-text")  # doctest: +SKIP
     >>> contract.ref  # doctest: +SKIP
@@ -190,8 +191,10 @@ def register(
         raise SchemaError(f"format {scan.format} cannot hold this schema: {'; '.join(problems)}")
     newest = reg.versions(name)
     annotations = carry_classifications(given, reg.get(name, newest[-1]).schema if newest else None)
-    declared = Schema.from_arrow(arrow_schema, annotations=annotations, key=key)
     current = reg.current(name) if newest else None
+    if not key and current is not None and set(current.schema.key) <= set(arrow_schema.names):
+        key = current.schema.key  # a new version keeps the key readers look its rows up by
+    declared = Schema.from_arrow(arrow_schema, annotations=annotations, key=key)
     if current is not None and not allow_breaking:
         _refuse_breaking(current, declared)
     verdict = check_location(
@@ -205,13 +208,13 @@ def register(
         raise policy_error(verdict, f"register {name}")
     progress = progress or NullProgress()
     total = sum(f.size for f in scan.files)
-    progress.start(total_bytes=2 * total, total_units=len(scan.files), description=f"register {name}")
+    # The bar counts the data once: hashing a shard's bytes moves half its share, decoding its rows the rest.
+    progress.start(total_bytes=total, total_units=len(scan.files), description=f"register {name}")
 
     def unit(info: FileInfo) -> DescribedShard:
-        found = describe_shard(
-            scan.root, info.path, fmt, arrow_schema, size=info.size, on_bytes=progress.advance
-        )
-        progress.advance(info.size)
+        hashed = scaled(progress.advance, 0.5)
+        found = describe_shard(scan.root, info.path, fmt, arrow_schema, size=info.size, on_bytes=hashed)
+        progress.advance(info.size - info.size // 2)  # its rows are decoded (how many was not known before)
         return found
 
     try:

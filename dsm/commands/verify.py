@@ -10,7 +10,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dsm.contract import Contract, Shard
-from dsm.engine import NullProgress, Progress, default_workers, map_units
+from dsm.engine import (
+    NullProgress,
+    Progress,
+    default_workers,
+    map_units,
+    report_progress,
+    rows_as_bytes,
+    scaled,
+)
 from dsm.errors import InputError
 from dsm.hashing.rowdigest import RowDigest
 from dsm.registry import Registry, resolve
@@ -143,16 +151,26 @@ def verify(
     before = stats.snapshot() if stats is not None else None
     listed = {f.path: f.size for f in loc.list_files()}
     progress = progress or NullProgress()
+    # The bar counts the data's bytes once: with --deep, the byte pass is one half of each shard's share
+    # and the row pass the other (rows_share).
     progress.start(
-        total_bytes=contract.total_bytes * (2 if deep else 1),
+        total_bytes=contract.total_bytes,
         total_units=len(contract.shards),
         description=f"verify {contract.ref}",
     )
+    weight = 0.5 if deep else 1.0
 
     def physical_unit(shard: Shard) -> ShardReport:
+        step, read = scaled(progress.advance, weight), [0]
+
+        def on_bytes(nbytes: int) -> None:
+            read[0] += nbytes
+            step(nbytes)
+
         physical = check_physical(
-            loc, shard, actual_size=listed.get(shard.path), on_bytes=progress.advance, fast=fast
+            loc, shard, actual_size=listed.get(shard.path), on_bytes=on_bytes, fast=fast
         )
+        step(max(0, shard.bytes - read[0]))  # not read (missing, resized, checked by the store): done too
         return ShardReport(
             path=shard.path,
             status=physical.status,
@@ -167,6 +185,9 @@ def verify(
         digests: list[RowDigest | None] = [None] * len(physical)
         if deep:
             to_decode = [i for i, r in enumerate(physical) if r.status == "ok"]
+            progress.advance(
+                sum(_rows_share(contract.shards[i]) for i in set(range(len(physical))) - set(to_decode))
+            )
             for i, rows in zip(
                 to_decode, _check_rows_of(contract, loc, to_decode, workers, progress), strict=True
             ):
@@ -240,12 +261,21 @@ def _check_rows_of(
         for i in indices
     ]
 
-    def done(index: int, _: RowCheck) -> None:
-        progress.advance(jobs[index].shard.bytes)
-
+    # Each job reports its rows as it decodes them (report_progress), from threads or forked workers alike.
     if loc.is_local:
-        return map_units(_check_job, jobs, workers=workers or default_workers(), mode="process", on_done=done)
-    return map_units(_check_job, jobs, workers=workers or loc.io_workers, on_done=done)
+        return map_units(
+            _check_job,
+            jobs,
+            workers=workers or default_workers(),
+            mode="process",
+            on_progress=progress.advance,
+        )
+    return map_units(_check_job, jobs, workers=workers or loc.io_workers, on_progress=progress.advance)
+
+
+def _rows_share(shard: Shard) -> int:
+    """The bytes of the bar the row pass over ``shard`` moves (the byte pass moved the rest)."""
+    return shard.bytes - shard.bytes // 2
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -261,7 +291,10 @@ def _check_job(job: _RowJob) -> RowCheck:
     from dsm.validators.rows import check_rows
 
     loc = location(job.url, job.options)
-    return check_rows(loc, job.shard, get_format(job.contract.format), job.contract.schema.to_arrow())
+    on_rows = rows_as_bytes(report_progress, _rows_share(job.shard), job.shard.rows)
+    return check_rows(
+        loc, job.shard, get_format(job.contract.format), job.contract.schema.to_arrow(), on_rows=on_rows
+    )
 
 
 def _dataset_fingerprint(

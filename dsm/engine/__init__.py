@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar, cast
 
 from dsm.engine.local import MODES, ErrorPolicy, LocalExecutor, Mode, UnitFailure, default_workers
-from dsm.engine.progress import NullProgress, Progress
+from dsm.engine.progress import NullProgress, Progress, report_progress, rows_as_bytes, scaled
 
 __all__ = [
     "MODES",
@@ -30,7 +30,10 @@ __all__ = [
     "UnitFailure",
     "default_workers",
     "map_units",
+    "report_progress",
+    "rows_as_bytes",
     "run_units",
+    "scaled",
 ]
 
 T = TypeVar("T")
@@ -50,6 +53,7 @@ class Executor(Protocol):
         *,
         on_error: ErrorPolicy = "raise",
         on_done: Callable[[int, R], None] | None = None,
+        on_progress: Callable[[int], None] | None = None,
     ) -> list[R | UnitFailure]: ...
 
 
@@ -61,13 +65,17 @@ def run_units(
     on_error: ErrorPolicy = "raise",
     mode: Mode = "thread",
     on_done: Callable[[int, R], None] | None = None,
+    on_progress: Callable[[int], None] | None = None,
 ) -> list[R | UnitFailure]:
     """Run ``fn`` on every unit with up to ``workers`` threads (or forked processes); results in unit order.
 
     ``on_error="raise"`` stops at the first failure (units not started are cancelled) and re-raises it;
-    ``"skip"`` and ``"collect"`` return a :class:`UnitFailure` in that unit's place.
+    ``"skip"`` and ``"collect"`` return a :class:`UnitFailure` in that unit's place. ``on_progress`` gets
+    what units report with :func:`report_progress` as they go.
     """
-    return LocalExecutor(workers=workers, mode=mode).run(fn, units, on_error=on_error, on_done=on_done)
+    return LocalExecutor(workers=workers, mode=mode).run(
+        fn, units, on_error=on_error, on_done=on_done, on_progress=on_progress
+    )
 
 
 def map_units(
@@ -77,6 +85,12 @@ def map_units(
     workers: int | None = None,
     mode: Mode = "thread",
     on_done: Callable[[int, R], None] | None = None,
+    on_progress: Callable[[int], None] | None = None,
 ) -> list[R]:
     """``run_units`` with ``on_error="raise"``: every result, in unit order, or the first error."""
-    return cast(list[R], run_units(fn, units, workers=workers, on_error="raise", mode=mode, on_done=on_done))
+    return cast(
+        list[R],
+        run_units(
+            fn, units, workers=workers, on_error="raise", mode=mode, on_done=on_done, on_progress=on_progress
+        ),
+    )

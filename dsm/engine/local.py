@@ -5,6 +5,10 @@ network I/O) and share in-process filesystems such as ``memory://``. Forked proc
 the GIL (hashing string values one by one): each unit then needs a picklable function and arguments, and
 returns picklable data (the shape every executor takes, see :mod:`dsm.engine`).
 
+What a unit reports with :func:`~dsm.engine.progress.report_progress` reaches ``on_progress`` in the
+caller's process: directly from threads; from forked workers through a shared counter that a thread of the
+caller reads ten times a second.
+
 >>> LocalExecutor(workers=2).run(abs, [-1, 2, -3])
 [1, 2, 3]
 """
@@ -14,10 +18,13 @@ from __future__ import annotations
 import multiprocessing
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
+
+from dsm.engine.progress import report_to, reporting_to
 
 __all__ = ["MODES", "ErrorPolicy", "LocalExecutor", "Mode", "UnitFailure", "default_workers"]
 
@@ -56,25 +63,28 @@ class LocalExecutor:
         *,
         on_error: ErrorPolicy = "raise",
         on_done: Callable[[int, R], None] | None = None,
+        on_progress: Callable[[int], None] | None = None,
     ) -> list[R | UnitFailure]:
         """Every unit's result (or :class:`UnitFailure`) in unit order.
 
         ``on_error="raise"`` stops at the first failure (units not started are cancelled) and re-raises it;
         ``"skip"`` and ``"collect"`` return a :class:`UnitFailure` in that unit's place. ``on_done(index,
-        result)`` is called once per unit that succeeded, as it finishes.
+        result)`` is called once per unit that succeeded, as it finishes; ``on_progress(nbytes)`` as units
+        report work done (:func:`~dsm.engine.progress.report_progress`).
         """
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         workers = max(1, min(self.workers or default_workers(), len(units) or 1))
         if workers == 1:
             done: list[R | UnitFailure] = []
-            for index, unit in enumerate(units):
-                value = _call(fn, unit, index, on_error, on_done)
-                done.append(value)
+            with reporting_to(on_progress):
+                for index, unit in enumerate(units):
+                    value = _call(fn, unit, index, on_error, on_done)
+                    done.append(value)
             return done
         if self.mode == "process":
-            return _in_processes(fn, units, workers, on_error, on_done)
-        return _in_threads(fn, units, workers, on_error, on_done)
+            return _in_processes(fn, units, workers, on_error, on_done, on_progress)
+        return _in_threads(fn, units, workers, on_error, on_done, on_progress)
 
 
 def _call(
@@ -101,6 +111,7 @@ def _in_threads(
     workers: int,
     on_error: ErrorPolicy,
     on_done: Callable[[int, R], None] | None,
+    on_progress: Callable[[int], None] | None,
 ) -> list[R | UnitFailure]:
     results: list[R | UnitFailure | None] = [None] * len(units)
     stop = threading.Event()
@@ -109,7 +120,8 @@ def _in_threads(
         if stop.is_set():
             return
         try:
-            results[index] = result = fn(units[index])
+            with reporting_to(on_progress):
+                results[index] = result = fn(units[index])
         except BaseException as exc:
             if on_error == "raise":
                 stop.set()
@@ -136,11 +148,73 @@ def _in_processes(
     workers: int,
     on_error: ErrorPolicy,
     on_done: Callable[[int, R], None] | None,
+    on_progress: Callable[[int], None] | None,
 ) -> list[R | UnitFailure]:
     # fork: the workers start with this process's imports and state (no re-import per worker), and the
     # unit's function is found by reference; results come back pickled.
+    context = multiprocessing.get_context("fork")
+    with _counted(context, on_progress) as counter:
+        return _run_forked(fn, units, workers, on_error, on_done, context, counter)
+
+
+@contextmanager
+def _counted(context: Any, on_progress: Callable[[int], None] | None) -> Iterator[Any]:
+    """A counter forked workers add their reported bytes to, read by a thread that calls ``on_progress``
+    with what was added since it last looked (and once more at the end)."""
+    if on_progress is None:
+        yield None
+        return
+    counter = context.Value("q", 0)
+    done = threading.Event()
+    seen = 0
+
+    def drain() -> None:
+        nonlocal seen
+        now = counter.value
+        if now > seen:
+            on_progress(now - seen)
+            seen = now
+
+    def poll() -> None:
+        while not done.wait(0.1):
+            drain()
+
+    poller = threading.Thread(target=poll, name="dsm-progress", daemon=True)
+    poller.start()
+    try:
+        yield counter
+    finally:
+        done.set()
+        poller.join()
+        drain()
+
+
+def _worker_reports_to(counter: Any) -> None:
+    """Initializer of a forked worker: what its units report is added to the caller's counter (None: the
+    caller does not listen)."""
+    if counter is None:
+        return
+
+    def add(nbytes: int) -> None:
+        with counter.get_lock():
+            counter.value += nbytes
+
+    report_to(add)  # for the life of the worker process
+
+
+def _run_forked(
+    fn: Callable[[T], R],
+    units: Sequence[T],
+    workers: int,
+    on_error: ErrorPolicy,
+    on_done: Callable[[int, R], None] | None,
+    context: Any,
+    counter: Any,
+) -> list[R | UnitFailure]:
     results: list[R | UnitFailure] = []
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
+    with ProcessPoolExecutor(
+        max_workers=workers, mp_context=context, initializer=_worker_reports_to, initargs=(counter,)
+    ) as pool:
         futures = [pool.submit(fn, unit) for unit in units]
         try:
             for index, future in enumerate(futures):

@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from dsm.contract import Contract, DatasetFingerprint, Shard
 from dsm.engine import NullProgress, Progress, map_units
+from dsm.engine.progress import Passes
 from dsm.errors import CheckFailed, DatasetNotFound, InputError, SchemaError
 from dsm.formats import Format
 from dsm.hashing.fingerprint import ALGORITHM
@@ -180,9 +181,10 @@ def execute_rewrite(
     """Check the source shards, write (or resume) every output file, and prove the rows: CheckFailed, with
     nothing registered, when a source shard fails its checksum or the rows differ from the source's."""
     source, plan = job.source, job.plan
-    progress = progress or NullProgress()
+    # Checking the sources, (a shuffle's scatter,) writing: passes over the same data, counted once.
+    progress = Passes(progress or NullProgress(), 3 if job.spec.shuffle else 2)
     progress.start(
-        total_bytes=source.total_bytes * (3 if job.spec.shuffle else 2),
+        total_bytes=source.total_bytes,
         total_units=len(plan.units),
         description=f"{job.spec.operation} {source.ref}",
     )
