@@ -1,6 +1,15 @@
 """dsm: register, verify, rewrite, benchmark and move ML datasets under YAML contracts.
 
-The public API is the commands layer: ``dsm.verify(...)`` is ``dsm verify``. Names load on first use.
+The public API is the commands layer: ``dsm.verify(...)`` is ``dsm verify``. Names load on first use
+(``dir(dsm)`` lists them all):
+
+- registry: ``register``, ``ls``, ``show``, ``alias``, ``diff``, ``contract_schema``, ``Registry``;
+- checks: ``verify`` (``VerifyReport``, ``ShardReport``);
+- rewrites: ``convert_format``, ``reshard`` (``RewriteResult``); ``bench`` (``BenchReport``);
+- moves: ``plan_cutover``, ``start_cutover``, ``run_cutover``, ``resume_cutover``, ``rollback_cutover``,
+  ``cutover_status``, ``list_cutovers``;
+- reading for training: ``open`` (``Dataset``), and ``dsm.torch`` with ``pip install 'dsm[torch]'``;
+- models: ``Contract``, ``Schema``, ``Field``, ``Shard``; errors: ``DsmError`` and its family.
 
 >>> import dsm
 >>> report = dsm.verify("web-text@prod")  # doctest: +SKIP
@@ -123,6 +132,11 @@ __all__ = [
     "__version__",
     *sorted(_EXPORTS),
 ]
+
+
+def __dir__() -> list[str]:
+    """The public API too (it loads on first use), so that ``dir(dsm)`` and ``help(dsm)`` list it."""
+    return sorted({*globals(), *__all__})
 
 
 def __getattr__(name: str) -> Any:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = ["make_png", "make_sample_table", "write_sample"]
+__all__ = ["main", "make_png", "make_sample_table", "write_sample"]
 
 _WORDS = [
     "data",
@@ -94,7 +94,26 @@ def write_sample(folder: Path, *, shards: int = 4, rows: int = 3000) -> list[Pat
     return paths
 
 
-if __name__ == "__main__":
-    target = Path(sys.argv[1] if len(sys.argv) > 1 else "demo-data/web-sample")
-    written = write_sample(target)
+def main(argv: list[str] | None = None) -> int:
+    """``python -m dsm.demo [FOLDER] [--shards N] [--rows N]``: write the sample dataset."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m dsm.demo",
+        description="Write a small sample dataset (text, numbers, timestamps, PNG images) as Parquet shards.",
+        epilog="Example: python -m dsm.demo demo-data/web && dsm register demo-data/web --name web",
+    )
+    parser.add_argument("folder", nargs="?", default="demo-data/web-sample", help="where to write the shards")
+    parser.add_argument("--shards", type=int, default=4, help="number of Parquet files (default 4)")
+    parser.add_argument("--rows", type=int, default=3000, help="rows in all (default 3000)")
+    args = parser.parse_args(argv)
+    if args.shards < 1 or args.rows < 1:
+        parser.error("--shards and --rows must be at least 1")
+    target = Path(args.folder)
+    written = write_sample(target, shards=args.shards, rows=args.rows)
     print(f"wrote {len(written)} Parquet shards under {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

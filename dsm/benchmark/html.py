@@ -79,8 +79,9 @@ def _chart(
     xs = [x for s in series for x, _ in s.points if (x_log is None or x > 0)]
     ys = [y for s in series for _, y in s.points]
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" role="img" aria-label="{html.escape(title)}">',
+        # No fixed size: the chart keeps its shape and shrinks with a narrow window (CSS max-width).
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
+        f'style="width:{width}px" role="img" aria-label="{html.escape(title)}">',
         f'<text x="{width / 2}" y="20" text-anchor="middle" class="title">{html.escape(title)}</text>',
     ]
     if not xs or not ys:
@@ -229,7 +230,47 @@ def _throughput_charts(report: BenchReport) -> str:
     return "".join(f'<div class="chart">{c}</div>' for c in charts)
 
 
+def _cdf_title(which: str) -> tuple[str, str]:
+    if which == "latency":
+        return "request latency", "fraction of requests"
+    return "time to first byte (per shard)", "fraction of shards"
+
+
+def _cdf_chart(title: str, which: str, series: list[_Series]) -> str:
+    return _chart(
+        title=title,
+        series=series,
+        x_label="seconds (log scale)",
+        y_label=_cdf_title(which)[1],
+        x_log=10,
+        x_format=format_seconds,
+        y_format=lambda v: f"{v:.0%}",
+        y_max=1.0,
+    )
+
+
 def _cdf_charts(report: BenchReport, which: str) -> str:
+    """One chart per dataset, its worker counts overlaid; in a comparison, one chart per worker count with
+    both datasets' curves on the same axes (the comparison the reader came for)."""
+    other = report.other
+    if other is not None:
+        charts = []
+        for a in report.ref.results:
+            if a.workers not in {r.workers for r in other.results}:
+                continue
+            series = []
+            for i, (bench_, r) in enumerate(((report.ref, a), (other, other.result(a.workers)))):
+                if r.samples is None:
+                    continue
+                values = r.samples.latency_ns if which == "latency" else r.samples.ttfb_ns
+                series.append(
+                    _Series(
+                        bench_.dataset, _DATASET_COLORS[i], _cdf_points(values), markers=False, steps=True
+                    )
+                )
+            title = f"{_cdf_title(which)[0]} with {_workers(a.workers)}, CDF"
+            charts.append(_cdf_chart(title, which, series))
+        return "".join(f'<div class="chart">{c}</div>' for c in charts)
     charts = []
     for b in (report.ref, report.other):
         if b is None:
@@ -248,19 +289,7 @@ def _cdf_charts(report: BenchReport, which: str) -> str:
                     steps=True,
                 )
             )
-        title = "request latency" if which == "latency" else "time to first byte (per shard)"
-        charts.append(
-            _chart(
-                title=f"{b.dataset}: {title}, CDF",
-                series=series,
-                x_label="seconds (log scale)",
-                y_label="fraction of " + ("requests" if which == "latency" else "shards"),
-                x_log=10,
-                x_format=format_seconds,
-                y_format=lambda v: f"{v:.0%}",
-                y_max=1.0,
-            )
-        )
+        charts.append(_cdf_chart(f"{b.dataset}: {_cdf_title(which)[0]}, CDF", which, series))
     return "".join(f'<div class="chart">{c}</div>' for c in charts)
 
 
@@ -275,7 +304,8 @@ def _table(
     for i, row in enumerate(rows):
         cls = f' class="{classes[i]}"' if classes and classes[i] else ""
         body.append(f"<tr{cls}>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    table = f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return f'<div class="scroll">{table}</div>'  # a wide table scrolls in a narrow window, the page does not
 
 
 def _figures_table(b: DatasetBench) -> str:
@@ -414,7 +444,8 @@ h1{font-size:22px;margin:0 0 4px}
 h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #e5e7eb;padding-bottom:4px}
 h3{font-size:15px;margin:16px 0 6px}h4{margin:10px 0 4px}
 .muted{color:#6b7280}.charts{display:flex;flex-wrap:wrap;gap:12px}
-.chart{border:1px solid #e5e7eb;border-radius:6px;background:#fff}
+.chart{border:1px solid #e5e7eb;border-radius:6px;background:#fff;max-width:100%}
+.chart svg{max-width:100%;height:auto;display:block}.scroll{overflow-x:auto;max-width:100%}
 table{border-collapse:collapse;font-size:12.5px;margin:4px 0}
 th,td{border:1px solid #e5e7eb;padding:3px 7px;text-align:right}th{background:#f3f4f6}
 td:first-child,th:first-child{text-align:left}.kv td,.kv th{text-align:left}

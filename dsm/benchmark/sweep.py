@@ -26,6 +26,7 @@ from dsm.benchmark.results import (
     RunFigures,
     find_knee,
     measure_run,
+    plural,
     worker_result,
 )
 from dsm.benchmark.runner import RunSpec, RunTimings, execute_run
@@ -213,7 +214,7 @@ def run_bench(
         )
     ref_bench = benches[0]
     other_bench = benches[1] if len(benches) > 1 else None
-    notes = _notes(options, contracts, targets)
+    notes = _notes(options, contracts, targets) + _noise_notes(benches)
     report = BenchReport(
         ref=ref_bench,
         other=other_bench,
@@ -225,6 +226,25 @@ def run_bench(
         notes=tuple(notes),
     )
     return report
+
+
+FEW_REQUESTS = 100
+"""Fewer measured requests than this make a run's percentiles noise (a p99 of 20 requests is its max)."""
+
+
+def _noise_notes(benches: Sequence[DatasetBench]) -> list[str]:
+    """A warning for every worker count measured on too few requests to mean anything."""
+    notes = []
+    for bench_ in benches:
+        for r in bench_.results:
+            if r.requests < FEW_REQUESTS:
+                notes.append(
+                    f"warning: {bench_.dataset} with {plural(r.workers)}: only {r.requests} request(s) "
+                    "measured, "
+                    f"so its percentiles and rates are noise (a p99 needs {FEW_REQUESTS} or more): read for "
+                    "longer (--duration, --repeat) or in smaller requests (--block-size)"
+                )
+    return notes
 
 
 def _notes(options: BenchOptions, contracts: Sequence[Contract], targets: Sequence[_Target]) -> list[str]:

@@ -163,22 +163,22 @@ def register(
 ) -> Contract:
     """Scan the shards at ``source`` and publish a new version of contract ``name``; return it.
 
-    Computes per shard its bytes, rows, ``xxh3-128`` checksum and row fingerprints, and the dataset's
-    fingerprint. Nothing is written unless every shard decodes under the schema. Classification tags of
-    the dataset's newest version are carried to same-named fields, and the registry's data policy must
-    allow the location (else InputError naming the rule, before any shard is read). ``scan_pii`` samples
-    rows for e-mail addresses, phone and card numbers in unclassified fields and records the counts (never
-    a value) in ``metadata.pii_scan``.
+        Computes per shard its bytes, rows, ``xxh3-128`` checksum and row fingerprints, and the dataset's
+        fingerprint. Nothing is written unless every shard decodes under the schema. Classification tags of
+        the dataset's newest version are carried to same-named fields, and the registry's data policy must
+        allow the location (else InputError naming the rule, before any shard is read). ``scan_pii`` samples
+        rows for e-mail addresses, phone and card numbers in unclassified fields and records the counts (never
+        a value) in ``metadata.pii_scan``.
 
-    Versions mean what users expect: shards identical to the newest version's (bytes, rows, schema) return
-    that version with an :class:`AlreadyRegisteredWarning` instead of writing a new one; a schema that
-    ``dsm diff`` calls breaking for readers of the newest version is refused (:class:`SchemaError`, before
-    any shard is read) unless ``allow_breaking``. Without ``key``, the newest version's key is kept when
-its fields are there. ``owners`` given as ``"a@x,b@y"`` are two owners.
+        Versions mean what users expect: shards identical to the newest version's (bytes, rows, schema) return
+        that version with an :class:`AlreadyRegisteredWarning` instead of writing a new one; a schema that
+        ``dsm diff`` calls breaking for readers of the newest version is refused (:class:`SchemaError`, before
+        any shard is read) unless ``allow_breaking``. Without ``key``, the newest version's key is kept when
+    its fields are there. ``owners`` given as ``"a@x,b@y"`` are two owners.
 
-    >>> contract = register("data/web-text/", name="web-text")  # doctest: +SKIP
-    >>> contract.ref  # doctest: +SKIP
-    'web-text@1'
+        >>> contract = register("data/web-text/", name="web-text")  # doctest: +SKIP
+        >>> contract.ref  # doctest: +SKIP
+        'web-text@1'
     """
     reg = open_registry(registry, storage_options)
     owners = _owner_list(owners)

@@ -28,8 +28,16 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
-import torch
-import torch.utils.data as tud
+
+try:
+    import torch
+    import torch.utils.data as tud
+except ImportError as exc:  # say which extra to install, not only that a module is missing
+    raise ImportError(
+        "dsm.torch needs PyTorch, which is not installed: pip install 'dsm[torch]' (or the smaller CPU "
+        "build first: pip install torch --index-url https://download.pytorch.org/whl/cpu)",
+        name="torch",
+    ) from exc
 
 from dsm.errors import InputError, StateError
 from dsm.read.dataset import Dataset, DatasetIterator
