@@ -136,3 +136,30 @@ def test_workers_read_through_a_shared_cache(tmp_path: Path) -> None:
     seen = [x for b in run(data.loader(num_workers=2)) for x in b]
     assert sorted(seen) == list(range(ROWS))
     assert len(list((tmp_path / "cache" / "objects").iterdir())) == len(ds.shards)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_torch_own_dataloader_reads_every_row_once(dataset: Dataset, workers: int) -> None:
+    """torch's own DataLoader (not dsm's): the same batches as dsm's loader, every row once."""
+    kw = {"shuffle": True, "seed": 3}
+    plain = run(torch.utils.data.DataLoader(make(dataset, **kw), batch_size=None, num_workers=workers))
+    assert plain == run(make(dataset, **kw).loader(num_workers=workers))
+    assert sorted(x for b in plain for x in b) == list(range(ROWS))
+
+
+def test_an_empty_dataset_iterates_to_nothing(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = tmp_path / "empty"
+    folder.mkdir()
+    pq.write_table(pa.table({"id": pa.array([], pa.int64())}), folder / "part-00000.parquet")
+    registry = str(tmp_path / "registry")
+    ds = dsm.open(dsm.register(str(folder), name="empty", registry=registry).ref, registry=registry)
+    assert list(ds.iterator(8, world_size=4, rank=3)) == []
+    data = IterableDataset(ds, batch_size=8, world_size=2, rank=1)
+    assert run(data.loader(num_workers=2)) == []
+    assert (
+        run(torch.utils.data.DataLoader(IterableDataset(ds, batch_size=8), batch_size=None, num_workers=2))
+        == []
+    )

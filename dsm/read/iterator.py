@@ -92,7 +92,8 @@ class DatasetIterator:
         self._assignment: list[Range] = rank_ranges(self.order.total, rank, world_size, drop_last=drop_last)
         per_row = max(sum(s.bytes for s in dataset.shards) / max(self.order.total, 1), 1.0)
         self._read_rows = max(self.batch_size, min(int(READ_BATCH_BYTES / per_row), _MAX_READ_ROWS))
-        if self.rows_assigned == 0 or (drop_last and self.rows_assigned < batch_size):
+        # An empty dataset iterates to nothing; a rank left without rows of a non-empty one is a mistake.
+        if self.order.total and (self.rows_assigned == 0 or (drop_last and self.rows_assigned < batch_size)):
             what = f"fewer rows than one batch of {batch_size}" if drop_last else "no rows"
             raise InputError(
                 f"rank {rank} of {world_size} would get {what} of {dataset.ref} ({self.order.total} rows in "

@@ -93,7 +93,13 @@ class IterableDataset(tud.IterableDataset):  # type: ignore[type-arg]
     ``torch.distributed``'s when it is initialised. ``transform`` turns each ``pyarrow.RecordBatch`` into
     what the loader yields (default :func:`to_tensors`). Call :meth:`set_epoch` before each epoch.
 
-    Raises :class:`dsm.errors.InputError` at once when this rank's share holds no batch.
+    Raises :class:`dsm.errors.InputError` at once when this rank's share of a non-empty dataset holds no
+    batch; an empty dataset iterates to nothing.
+
+    With torch's own ``DataLoader(data, batch_size=None, num_workers=N)`` the batches are the same and
+    every row comes once, but the loader's progress stays in its worker processes: :meth:`state_dict` can
+    only be what it was before. For a checkpoint of the whole loader use :class:`DataLoader` (or
+    :meth:`loader`), which notes every batch it hands out.
     """
 
     def __init__(
@@ -186,10 +192,11 @@ class IterableDataset(tud.IterableDataset):  # type: ignore[type-arg]
         return rows // size if self.order.drop_last else -(-rows // size)
 
     def check_workers(self, num_workers: int) -> None:
-        """Refuse (InputError) a worker count that would leave a worker without a batch."""
+        """Refuse (InputError) a worker count that would leave a worker without a batch (an empty dataset
+        is no mistake: it iterates to nothing)."""
         workers = max(int(num_workers), 1)
         batches = self.batches()
-        if batches < workers:
+        if batches < workers and self._iterator().order.total:
             a = self.arguments
             raise InputError(
                 f"rank {a['rank']} of {a['world_size']} holds {batches} batch(es) of {a['batch_size']} rows "
@@ -244,6 +251,10 @@ class IterableDataset(tud.IterableDataset):  # type: ignore[type-arg]
         else:
             worker, workers = info.id, info.num_workers
             self.dataset._location = None  # make this process's own filesystem objects
+            if self._slots is None or len(self._slots) != workers:
+                # torch's own DataLoader: every worker cuts the same pieces and takes its own, so each row
+                # still comes once; only dsm's DataLoader sees what was handed out (the loader's state).
+                self._begin(workers, check=False)
         slots = self._slots
         if slots is None or len(slots) != workers:
             raise StateError(f"worker {worker}: the loader was not prepared for {workers} worker(s)")
@@ -275,10 +286,11 @@ class IterableDataset(tud.IterableDataset):  # type: ignore[type-arg]
         )
         return [{**base, "ranges": [list(r) for r in piece], "cursor": 0, "seeks": []} for piece in pieces]
 
-    def _begin(self, workers: int) -> None:
+    def _begin(self, workers: int, *, check: bool = True) -> None:
         """Fix the workers' pieces before they start: from a loaded state, or fresh for this epoch."""
         if self._loaded is None:
-            self.check_workers(workers)
+            if check:
+                self.check_workers(workers)
             slots, first = self._fresh_slots(workers), 0
         else:
             slots, first = self._loaded["slots"], int(self._loaded["next_slot"])
