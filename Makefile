@@ -1,19 +1,31 @@
 # `make demo` and `make test` work on a fresh machine: each creates .venv and installs what it needs.
+# `make demo` installs dsm alone (no extras); `make test` adds the test extras to the same .venv.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 TORCH_CPU ?= torch==2.13.0+cpu
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+PIP := $(BIN)/python -m pip --quiet --disable-pip-version-check
+HASH := $(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+BASE_STAMP := $(VENV)/.installed-base-$(HASH)
+STAMP := $(VENV)/.installed-test-$(HASH)
 
-.PHONY: demo test lint typecheck unit install bench clean
+.PHONY: demo test lint typecheck unit install install-base bench clean
 
-$(STAMP): pyproject.toml
+# dsm and its own dependencies only: what `pip install dsm` gives a user.
+$(BASE_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	# The CPU build of torch where this machine has one (the CUDA build is several GB; no test uses a GPU).
-	$(BIN)/python -m pip install --quiet --only-binary :all: '$(TORCH_CPU)' || true
-	$(BIN)/python -m pip install --quiet -e '.[test,s3,azure,torch]'
-	rm -f $(VENV)/.installed-*
+	$(PIP) install -e .
+	rm -f $(VENV)/.installed-base-*
+	touch $@
+
+install-base: $(BASE_STAMP)
+
+# The test extras on top: S3 and Azure clients, the servers' parts, torch (the CPU build where this machine
+# has one: the CUDA build is several GB and no test uses a GPU), linters.
+$(STAMP): $(BASE_STAMP)
+	$(PIP) install --only-binary :all: '$(TORCH_CPU)' || true
+	$(PIP) install -e '.[test,s3,azure,torch]'
+	rm -f $(VENV)/.installed-test-*
 	touch $@
 
 # Azurite (the Azure Blob emulator the tests run) from npm, into this project's node_modules, never globally.
@@ -27,7 +39,7 @@ install: $(STAMP) $(NODE_STAMP)
 
 DEMO_REGISTRY := demo-data/registry
 
-demo: install
+demo: $(BASE_STAMP)
 	rm -rf demo-data
 	$(BIN)/python -m dsm.demo demo-data/web-sample
 	$(BIN)/dsm register demo-data/web-sample --name web-sample --owner data-platform@example.com \
