@@ -106,7 +106,7 @@ def _register(tmp_path: Path, name: str, table: pa.Table) -> str:
     folder.mkdir()
     pq.write_table(table, folder / "part-0.parquet")
     registry = str(tmp_path / "registry")
-    dsm.register(str(folder), name="t", registry=registry)
+    dsm.register(str(folder), name="t", registry=registry, allow_breaking=True)  # v3 breaks on purpose
     return registry
 
 

@@ -75,8 +75,8 @@ def _registry_with_versions(storage: StorageRoot, tmp_path: Path, table: pa.Tabl
     data = tmp_path / "data"
     write_parquet_shards(data, table.slice(0, 200), 1)
     registry = Registry(storage.join("registry"), storage_options=storage.options)
-    for _ in range(n):
-        dsm.register(str(data), name="ds", registry=registry)
+    for i in range(n):  # each says something new (the same shards alone would return the version there)
+        dsm.register(str(data), name="ds", registry=registry, description=f"version {i + 1}")
     return registry
 
 

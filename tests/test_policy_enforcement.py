@@ -66,7 +66,8 @@ def test_classification_tags_are_carried_to_every_new_version(
     data, table = pii_data
     registry = str(tmp_path / "registry")
     dsm.register(str(data), name="web", registry=registry, schema=sample_schema(table))
-    again = dsm.register(str(data), name="web", registry=registry)  # no --schema: tags carried
+    # No --schema: tags carried (a description makes it a new version; the same shards alone return web@1).
+    again = dsm.register(str(data), name="web", registry=registry, description="again")
     assert again.version == 2 and again.schema.field("text").classification == "pii"
     partial = Schema(fields=(Field(name="id", type="int64", nullable=False, role="key"),))
     retagged = dsm.register(str(data), name="web", registry=registry, schema=_full(table, partial))
