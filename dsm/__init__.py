@@ -38,7 +38,22 @@ if TYPE_CHECKING:
         run_cutover,
         start_cutover,
     )
-    from dsm.commands.diff import ContractDiff, diff
+    from dsm.commands.diff import ContractDiff, diff, diff_rows
+    from dsm.commands.inspect import (
+        AuditLog,
+        EpisodeReport,
+        FindResult,
+        LineageLog,
+        audit,
+        episodes,
+        find,
+        head,
+        log,
+        sample,
+    )
+    from dsm.inspect.rowdiff import RowDiff
+    from dsm.inspect.source import RowSource, open_rows
+    from dsm.inspect.view import RowPage
     from dsm.commands.register import register
     from dsm.commands.rewrite import RewriteResult, convert_format, reshard
     from dsm.commands.verify import ShardReport, VerifyReport, verify
@@ -74,6 +89,21 @@ _EXPORTS = {
     "start_cutover": "dsm.commands.cutover",
     "ContractDiff": "dsm.commands.diff",
     "diff": "dsm.commands.diff",
+    "diff_rows": "dsm.commands.diff",
+    "AuditLog": "dsm.commands.inspect",
+    "EpisodeReport": "dsm.commands.inspect",
+    "FindResult": "dsm.commands.inspect",
+    "LineageLog": "dsm.commands.inspect",
+    "audit": "dsm.commands.inspect",
+    "episodes": "dsm.commands.inspect",
+    "find": "dsm.commands.inspect",
+    "head": "dsm.commands.inspect",
+    "log": "dsm.commands.inspect",
+    "sample": "dsm.commands.inspect",
+    "RowDiff": "dsm.inspect.rowdiff",
+    "RowPage": "dsm.inspect.view",
+    "RowSource": "dsm.inspect.source",
+    "open_rows": "dsm.inspect.source",
     "Contract": "dsm.contract",
     "DatasetFingerprint": "dsm.contract",
     "Field": "dsm.contract",

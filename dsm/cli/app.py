@@ -88,7 +88,8 @@ def storage_options(pairs: list[str] | None) -> dict[str, Any] | None:
 
 @app.command(
     epilog="Examples:\n\n  dsm register data/web-text/ --name web-text\n\n"
-    "  dsm register 's3://bucket/logs/*.jsonl' --name logs --schema logs-schema.yaml --json"
+    "  dsm register 's3://bucket/logs/*.jsonl' --name logs --schema logs-schema.yaml --json\n\n"
+    "  dsm register data/rollouts/ --name rollouts --infer-roles   (then --write-roles to keep them)"
 )
 @exits
 def register(
@@ -106,6 +107,13 @@ def register(
     ] = None,
     owner: Annotated[list[str] | None, typer.Option("--owner", help="An owner (repeatable).")] = None,
     key: Annotated[list[str] | None, typer.Option("--key", help="A key field (repeatable).")] = None,
+    infer_roles: Annotated[
+        bool,
+        typer.Option("--infer-roles", help="Propose field roles from names and values (shown, not written)."),
+    ] = False,
+    write_roles: Annotated[
+        bool, typer.Option("--write-roles", help="Write the proposed roles into the contract.")
+    ] = False,
     workers: WorkersOpt = None,
     registry: RegistryOpt = None,
     storage_option: StorageOpt = None,
@@ -124,11 +132,20 @@ def register(
         owners=owner or (),
         key=key or (),
         workers=workers,
+        write_roles=write_roles,
         storage_options=storage_options(storage_option),
         progress=progress_for(json_output),
     )
+    proposals = None
+    if infer_roles and not write_roles:
+        proposals = register_command.propose_roles(
+            contract, registry=registry, storage_options=storage_options(storage_option)
+        )
     if json_output:
-        print_json(contract.to_dict())
+        if proposals is None:
+            print_json(contract.to_dict())
+        else:
+            print_json({"contract": contract.to_dict(), "proposed_roles": [p.to_dict() for p in proposals]})
         return
     fp = contract.fingerprint
     console.print(
@@ -136,6 +153,23 @@ def register(
         f"{contract.total_rows:,} rows, {human_bytes(contract.total_bytes)}"
         + (f", fingerprint {fp.unordered[:16]}" if fp else "")
     )
+    if write_roles:
+        written = [f"{f.name}: {f.role}" for f in contract.schema.fields if f.role]
+        console.print("roles in the contract: " + (", ".join(written) or "none found"), highlight=False)
+    for proposal in proposals or ():
+        media = f" ({proposal.media_type})" if proposal.media_type else ""
+        console.print(
+            f"  proposed role for {proposal.field}: {proposal.role}{media}, from {proposal.evidence}",
+            markup=False,
+            highlight=False,
+        )
+    if proposals is not None:
+        console.print(
+            "roles proposed, not written: register again with --write-roles to write them"
+            if proposals
+            else "no roles proposed",
+            highlight=False,
+        )
 
 
 @app.command(
@@ -291,4 +325,7 @@ def schema(json_output: JsonOpt = False) -> None:
 import dsm.cli.bench  # noqa: E402  (bench)
 import dsm.cli.cutover  # noqa: E402  (cutover plan/start/run/resume/rollback/status/list)
 import dsm.cli.diff  # noqa: E402  (diff)
-import dsm.cli.rewrite  # noqa: E402, F401  (convert-format, reshard)
+import dsm.cli.inspect  # noqa: E402  (head, sample, find, episodes, log, audit)
+import dsm.cli.rewrite  # noqa: E402  (convert-format, reshard)
+
+dsm.cli.inspect.add_to(app)

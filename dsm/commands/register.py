@@ -5,7 +5,7 @@ from __future__ import annotations
 import fnmatch
 import posixpath
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
@@ -16,13 +16,16 @@ from dsm.contract import Contract, Lineage, Schema
 from dsm.engine import NullProgress, Progress, map_units
 from dsm.errors import ContractError, InputError, SchemaError
 from dsm.formats import Format, detect_format, get_format
-from dsm.reader import shard_schema
+from dsm.inspect.roles import RoleProposal, infer_roles
+from dsm.reader import iter_shard, shard_schema
 from dsm.registry import Registry, load_contract_file
 from dsm.shards import DescribedShard, contract_location, dataset_fingerprint, describe_shard
 from dsm.storage import FileInfo, Location, location, redact
 from dsm.validators.schema import schema_differences
 
-__all__ = ["ScannedSource", "register", "scan_source"]
+__all__ = ["ScannedSource", "propose_roles", "register", "scan_source"]
+
+_ROLE_SAMPLE_ROWS = 500
 
 _GLOB_CHARS = "*?["
 
@@ -136,13 +139,15 @@ def register(
     owners: Sequence[str] = (),
     key: Sequence[str] = (),
     workers: int | None = None,
+    write_roles: bool = False,
     storage_options: Mapping[str, Any] | None = None,
     progress: Progress | None = None,
 ) -> Contract:
     """Scan the shards at ``source`` and publish a new version of contract ``name``; return it.
 
     Computes per shard its bytes, rows, ``xxh3-128`` checksum and row fingerprints, and the dataset's
-    fingerprint. Nothing is written unless every shard decodes under the schema.
+    fingerprint. Nothing is written unless every shard decodes under the schema. With ``write_roles``, the
+    roles :func:`propose_roles` finds are written on the fields that ``schema`` gives none.
 
     >>> contract = register("data/web-text/", name="web-text")  # doctest: +SKIP
     >>> contract.ref  # doctest: +SKIP
@@ -172,13 +177,21 @@ def register(
     finally:
         progress.finish()
     metadata = {"source_glob": scan.pattern} if scan.pattern else {}
+    fields = Schema.from_arrow(arrow_schema, annotations=given, key=key)
+    if write_roles:
+        first = next(
+            iter_shard(scan.root, scan.files[0].path, fmt, schema=arrow_schema, batch_rows=_ROLE_SAMPLE_ROWS),
+            None,
+        )
+        if first is not None:
+            fields = _with_roles(fields, infer_roles(pa.Table.from_batches([first]), known=_roles(fields)))
     contract = Contract(
         name=name,
         description=description,
         owners=tuple(owners),
         location=contract_location(scan.root),
         format=scan.format,
-        schema=Schema.from_arrow(arrow_schema, annotations=given, key=key),
+        schema=fields,
         shards=tuple(r.shard for r in results),
         fingerprint=dataset_fingerprint(r.digest for r in results),
         lineage=Lineage(
@@ -190,3 +203,40 @@ def register(
         metadata=metadata,
     )
     return reg.publish(contract)
+
+
+def _roles(schema: Schema) -> dict[str, str | None]:
+    return {f.name: f.role for f in schema.fields}
+
+
+def _with_roles(schema: Schema, proposals: Sequence[RoleProposal]) -> Schema:
+    """``schema`` with the proposed roles (and media types) on fields that have no role."""
+    by_field = {p.field: p for p in proposals}
+    fields = []
+    for f in schema.fields:
+        proposal = by_field.get(f.name)
+        if proposal is not None and not f.role:
+            f = replace(f, role=proposal.role, media_type=f.media_type or proposal.media_type)
+        fields.append(f)
+    return Schema(fields=tuple(fields), key=schema.key)
+
+
+def propose_roles(
+    ref: str | Contract,
+    *,
+    registry: str | Registry | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> tuple[RoleProposal, ...]:
+    """Roles for the fields of a dataset that has none, proposed from their names and its first rows
+    (a chat's list of {role, content} structs, PNG or JPEG bytes, ``reward``/``done`` columns...).
+    Nothing is written: ``dsm register --write-roles`` writes them.
+
+    >>> [(p.field, p.role) for p in propose_roles("rollouts@1")]  # doctest: +SKIP
+    [('episode_id', 'episode'), ('reward', 'reward'), ('done', 'done')]
+    """
+    from dsm.inspect.source import RowSource
+
+    reg = open_registry(registry, storage_options)
+    contract = reg.resolve(ref)
+    source = RowSource(contract, storage_options=storage_options)
+    return tuple(source.propose_roles(rows=_ROLE_SAMPLE_ROWS))

@@ -35,6 +35,7 @@ from dsm.inspect.episodes import EpisodeLayout, EpisodeSummary, EpisodeTracker
 from dsm.inspect.index import IndexCache
 from dsm.inspect.masking import MaskPolicy
 from dsm.inspect.media import media_type_of_path, sniff
+from dsm.inspect.roles import RoleProposal, infer_roles
 from dsm.inspect.view import (
     FieldView,
     RowLocation,
@@ -458,6 +459,12 @@ class RowSource:
             raise InputError(
                 f"{self.ref}: {name}={shown} is not a value of the field's type {type_}"
             ) from None
+
+    def propose_roles(self, *, rows: int = 500) -> list[RoleProposal]:
+        """Roles for the fields without one, proposed from names and the first ``rows`` rows (see
+        :func:`dsm.inspect.roles.infer_roles`); no value is returned."""
+        table, _ = self._range(0, min(rows, self.num_rows), list(self.schema.names))
+        return infer_roles(table, known={f.name: f.role for f in self.fields})
 
     # ---------------------------------------------------------------------------------------- episodes
 
