@@ -51,14 +51,14 @@ if TYPE_CHECKING:
         log,
         sample,
     )
-    from dsm.inspect.rowdiff import RowDiff
-    from dsm.inspect.source import RowSource, open_rows
-    from dsm.inspect.view import RowPage
     from dsm.commands.register import register
     from dsm.commands.rewrite import RewriteResult, convert_format, reshard
     from dsm.commands.verify import ShardReport, VerifyReport, verify
     from dsm.contract import Contract, DatasetFingerprint, Field, Lineage, Schema, Shard
     from dsm.dataset import Dataset, DatasetIterator, ReadReport, merge_states, open
+    from dsm.inspect.rowdiff import RowDiff
+    from dsm.inspect.source import RowSource, open_rows
+    from dsm.inspect.view import RowPage
     from dsm.registry import AliasMove, Registry
 
 __version__ = "0.1.0"

@@ -608,9 +608,13 @@ def _by_key(
     )
 
 
-def _duplicates(table: pa.Table, key: Sequence[str]) -> pa.Table:
+def _duplicates(table: pa.Table, key: Sequence[str]) -> pa.Table | None:
+    """The key values that repeat in ``table`` with their counts, or None when every key is unique."""
+    if len(key) == 1 and len(pc.unique(table.column(key[0]))) == table.num_rows:
+        return None  # the common case, checked with one hash pass and no aggregation
     counts = table.group_by(list(key)).aggregate([([], "count_all")])
-    return counts.filter(pc.greater(counts.column("count_all"), 1))
+    repeated = counts.filter(pc.greater(counts.column("count_all"), 1))
+    return repeated if repeated.num_rows else None
 
 
 def _join_partition(
@@ -627,7 +631,7 @@ def _join_partition(
     for side, part, source in (("OLD", old_part, run.old), ("NEW", new_part, run.new)):
         if part is not None and part.num_rows:
             dupes = _duplicates(part, key)
-            if dupes.num_rows:
+            if dupes is not None:
                 example = {
                     n: MASK if source.policy.is_masked(n) else plain(dupes.column(n)[0].as_py()) for n in key
                 }

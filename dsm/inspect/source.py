@@ -26,7 +26,6 @@ from typing import IO, Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from dsm.contract import Contract, Shard
 from dsm.errors import CheckFailed, FormatError, InputError, SchemaError
@@ -423,6 +422,8 @@ class RowSource:
 
         Reads only the key's columns; stops at the first match unless ``all`` (then at ``limit`` matches).
         """
+        import pyarrow.compute as pc
+
         if not key:
             raise InputError("give at least one KEY=VALUE to find")
         columns = self._columns(list(key))
