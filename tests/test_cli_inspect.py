@@ -111,6 +111,17 @@ def test_each_command_on_each_format_shows_the_rows_pyarrow_reads(
     result = json.loads(by_key.stdout)
     assert [r["position"] for r in result["page"]["rows"]] == [position] and result["found"]
 
+    texts = table.column(text).to_pylist()
+    texts[position] = texts[position] + " (edited)"
+    edited = table.set_column(table.schema.get_field_index(text), text, pa.array(texts, pa.string()))
+    options = store.options
+    register_table(store.join("data2"), edited, fmt, name="rows", registry=registry, storage_options=options)
+    diff = cli("diff", "rows@1", "rows@2", "--rows", "--key", key, "--fail-on-change", *common)
+    assert diff.exit_code == 1, diff.output
+    body = json.loads(diff.stdout)
+    assert (body["changed"], body["added"], body["removed"], body["changed_cells"][text]) == (1, 0, 0, 1)
+    assert body["sample_changed"][0]["new"][text]["value"] == texts[position]
+
 
 def _register(tmp_path: Path, table: pa.Table, schema: Any, name: str, fmt: str = "parquet") -> str:
     registry = str(tmp_path / "registry")

@@ -297,3 +297,90 @@ def test_sample_is_uniform_over_the_whole_dataset() -> None:
         for position in sample_positions(1000, 5, seed):
             hits[position // 100] += 1
     assert min(hits) > 140 and max(hits) < 260  # 200 expected per tenth
+
+
+def _table_with_awkward_text(rows: int) -> pa.Table:
+    texts = []
+    for i in range(rows):
+        text = f"value {i}"
+        if i % 3 == 0:
+            text += ', with "quotes", commas'
+        if i % 4 == 0:
+            text += "\r\nand a second line"
+        if i % 7 == 0:
+            text = ""
+        texts.append(text)
+    return pa.table(
+        {
+            "id": pa.array(range(rows), pa.int64()),
+            "text": pa.array(texts, pa.string()),
+            "x": pa.array([i * 0.5 if i % 5 else None for i in range(rows)], pa.float64()),
+        }
+    )
+
+
+def _files_of_other_tools(folder: Path, table: pa.Table) -> dict[str, Path]:
+    """The same rows written by DuckDB (Parquet, CSV, JSON lines), Python's csv module (CRLF line ends)
+    and pyarrow with unusual options (data page v2, no dictionaries; Arrow IPC, lz4, uneven batches)."""
+    import duckdb
+
+    folder.mkdir(parents=True)
+    out = {}
+    con = duckdb.connect()
+    con.register("rows", table)
+    for kind, options in (
+        ("duckdb.parquet", "(FORMAT parquet, ROW_GROUP_SIZE 2048)"),
+        ("duckdb.csv", "(FORMAT csv, HEADER true)"),
+        ("duckdb.jsonl", "(FORMAT json)"),
+    ):
+        path = folder / kind / f"part-00000.{kind.split('.')[1]}"
+        path.parent.mkdir()
+        con.execute(f"COPY (SELECT * FROM rows ORDER BY id) TO '{path}' {options}")
+        out[kind] = path.parent
+    path = folder / "python.csv" / "part-00000.csv"
+    path.parent.mkdir()
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)  # quotes only where needed; \r\n ends every record
+        writer.writerow(table.schema.names)
+        for row in table.to_pylist():
+            writer.writerow(["" if v is None else v for v in row.values()])
+    out["python.csv"] = path.parent
+    path = folder / "pyarrow.parquet" / "part-00000.parquet"
+    path.parent.mkdir()
+    pq.write_table(
+        table, path, data_page_version="2.0", use_dictionary=False, row_group_size=777, compression="gzip"
+    )
+    out["pyarrow.parquet"] = path.parent
+    path = folder / "pyarrow.arrow" / "part-00000.arrow"
+    path.parent.mkdir()
+    with ipc.new_file(str(path), table.schema, options=ipc.IpcWriteOptions(compression="lz4")) as writer:
+        for start, size in ((0, 1), (1, 900), (901, 50), (951, table.num_rows - 951)):
+            writer.write_batch(
+                table.slice(start, size).to_batches()[0] if size else table.slice(0, 0).to_batches()[0]
+            )
+    out["pyarrow.arrow"] = path.parent
+    return out
+
+
+def test_files_other_tools_wrote_read_back_by_position(tmp_path: Path) -> None:
+    import dsm
+    from dsm.contract import Schema
+
+    table = _table_with_awkward_text(5000)
+    registry = str(tmp_path / "registry")
+    schema = Schema.from_arrow(table.schema)
+    for name, folder in _files_of_other_tools(tmp_path / "files", table).items():
+        contract = dsm.register(str(folder), name=name.replace(".", "-"), schema=schema, registry=registry)
+        source = open_rows(contract.ref, registry=registry, cache_dir=str(tmp_path / "cache"))
+        expected = table
+        if name == "python.csv":
+            # Python's csv module writes "" unquoted: an empty unquoted field is null (docs/formats.md)
+            texts = [None if t == "" else t for t in table.column("text").to_pylist()]
+            expected = table.set_column(1, "text", pa.array(texts, pa.string()))
+        for offset, count in ((0, 3), (2040, 20), (4990, 10), (777, 1)):
+            got, _ = source._range(offset, count, list(table.schema.names))
+            assert got.equals(expected.slice(offset, count)), (name, offset, got.to_pylist()[:2])
+        place = source.locate(4999)
+        assert place.row == 4999, name
+        if name.endswith((".csv", ".jsonl")):
+            assert place.line is not None and place.byte_offset is not None

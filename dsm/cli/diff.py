@@ -157,34 +157,22 @@ def diff(
 
 
 def _render_rows(result: RowDiff) -> None:
-    from rich.table import Table
     from rich.text import Text
 
     from dsm.cli.render import console
 
     how = f"by key {', '.join(result.key)}" if result.key else "by position (no key)"
     console.print(Text(f"{result.old} → {result.new}: rows compared {how}", style="bold"), highlight=False)
-    counts = Table(show_edge=False)
-    for column in ("", "rows"):
-        counts.add_column(column)
-    for label, value in (
-        (f"rows in {result.old}", result.old_rows),
-        (f"rows in {result.new}", result.new_rows),
-        ("added", result.added),
-        ("removed", result.removed),
-        ("changed", result.changed),
-        ("unchanged", result.unchanged),
-    ):
-        counts.add_row(label, f"{value:,}")
-    console.print(counts)
-    changed = {name: n for name, n in result.changed_cells.items() if n}
+    console.print(f"  rows: {result.old_rows:,} → {result.new_rows:,}", highlight=False)
+    console.print(
+        f"  added {result.added:,} · removed {result.removed:,} · changed {result.changed:,} · "
+        f"unchanged {result.unchanged:,}",
+        highlight=False,
+    )
+    changed = sorted(((n, c) for n, c in result.changed_cells.items() if c), key=lambda item: -item[1])
     if changed:
-        cells = Table(title="changed cells per column", show_edge=False)
-        cells.add_column("column")
-        cells.add_column("cells", justify="right")
-        for name, count in sorted(changed.items(), key=lambda item: -item[1]):
-            cells.add_row(_cell(name), f"{count:,}")
-        console.print(cells)
+        cells = ", ".join(f"{name} {count:,}" for name, count in changed)
+        console.print(Text(f"  changed cells: {cells}"), highlight=False, soft_wrap=True)
     for title, sample in (
         ("changed", result.sample_changed),
         ("added", result.sample_added),

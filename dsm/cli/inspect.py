@@ -395,6 +395,7 @@ def _render_episodes(report: EpisodeReport) -> None:
             style="bold",
         ),
         highlight=False,
+        soft_wrap=True,
     )
     for kind, count in sorted(report.by_anomaly.items(), key=lambda item: -item[1]):
         console.print(Text(f"  {count:,} × {kind}", style="bold red"), highlight=False)
