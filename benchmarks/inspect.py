@@ -15,8 +15,8 @@ Then, each job a subprocess (start-up included), run alternately with its peer:
    added, removed and changed rows. The counts of both are checked equal. Targets: at most 1.5x DuckDB's wall
    time, dsm's peak RSS under 1 GiB.
 
-Wall seconds, CPU seconds (user + system) and peak RSS of each run come from the kernel's accounting of the
-finished child (``wait4``); the report gives medians and the median of the per-pair ratios.
+Wall seconds come from a clock around each run, CPU seconds (user + system) and peak RSS from GNU time
+(``/usr/bin/time``, Debian package ``time``); the report gives medians and the median of the per-pair ratios.
 
     .venv/bin/python benchmarks/inspect.py                   # 1 GB under bench-data/inspect
     .venv/bin/python benchmarks/inspect.py --size 0.1 --runs 3   # a quick run
@@ -71,31 +71,28 @@ class Run:
 
 
 def run_reaped(command: list[str]) -> Run:
-    """One run of ``command``: the wall clock around it; its CPU seconds and peak RSS from the kernel's
-    accounting of the child, reaped here with ``wait4``. The child is spawned, not forked, so that the peak
-    is its own and not this process's. Its stdout is kept (in a file, not a pipe)."""
-    out_path = ROOT / "bench-data" / f".inspect-out-{os.getpid()}"
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    out = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    program = shutil.which(command[0]) or command[0]
-    start = time.perf_counter()
-    pid = os.posix_spawn(
-        program,
-        list(command),
-        dict(os.environ),
-        file_actions=[(os.POSIX_SPAWN_DUP2, out, 1), (os.POSIX_SPAWN_DUP2, devnull, 2)],
-    )
-    _, status, usage = os.wait4(pid, 0)
-    wall = time.perf_counter() - start
-    os.close(out)
-    os.close(devnull)
+    """One run of ``command``: the wall clock around it, its CPU seconds and peak RSS as GNU time reports
+    them (``/usr/bin/time``: the child of a small process, so the peak is the command's own). Its stdout is
+    kept (in a file, not a pipe)."""
+    folder = ROOT / "bench-data"
+    folder.mkdir(parents=True, exist_ok=True)
+    out_path, usage_path = folder / f".inspect-out-{os.getpid()}", folder / f".inspect-usage-{os.getpid()}"
+    with open(out_path, "wb") as out:
+        start = time.perf_counter()
+        done = subprocess.run(
+            ["/usr/bin/time", "-f", "%U %S %M", "-o", str(usage_path), *command],
+            stdout=out,
+            stderr=subprocess.PIPE,
+            check=False,
+        )
+        wall = time.perf_counter() - start
     data = out_path.read_bytes()
+    user, system, peak_kb = usage_path.read_text().split()[-3:]
     out_path.unlink()
-    code = os.waitstatus_to_exitcode(status)
-    if code != 0:
-        raise SystemExit(f"{' '.join(command)} exited {code}")
-    return Run(wall=wall, cpu=usage.ru_utime + usage.ru_stime, rss_mb=usage.ru_maxrss / 1024, stdout=data)
+    usage_path.unlink()
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} exited {done.returncode}: {done.stderr.decode()[-2000:]}")
+    return Run(wall=wall, cpu=float(user) + float(system), rss_mb=int(peak_kb) / 1024, stdout=data)
 
 
 @dataclass(frozen=True)
