@@ -23,7 +23,7 @@ PUBLIC_MODULES = [
     "dsm.inspect.source",
     "dsm.inspect.view",
     "dsm.inspect.rowdiff",
-    "dsm.audit",
+    "dsm.audit_log",
     "dsm.commands.inspect",
 ]
 

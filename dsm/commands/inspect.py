@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dsm.audit import AuditRecord, read_audit
+from dsm.audit_log import AuditRecord, read_audit
 from dsm.commands._common import open_registry
 from dsm.contract import Contract
 from dsm.errors import DatasetNotFound, InputError

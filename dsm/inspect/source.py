@@ -636,7 +636,7 @@ def open_rows(
     policy = MaskPolicy.of(contract.schema, unmask)
     if policy.unmasked:
         from dsm import __version__
-        from dsm.audit import record_unmask
+        from dsm.audit_log import record_unmask
 
         record_unmask(
             reg,
