@@ -96,11 +96,12 @@ class WebDatasetFormat(Format):
 
     # ------------------------------------------------------------------------------------------ reading
 
-    def _samples(self, file: IO[bytes], shard: str) -> Iterator[_Sample]:
-        """Samples in file order; members of one key must be consecutive."""
+    def _members(self, file: IO[bytes], shard: str) -> Iterator[tuple[str, str, tarfile.TarInfo, Any]]:
+        """``(key, extension, member, archive)`` of every file member in file order; the members of one
+        sample must be consecutive, with distinct extensions."""
         seen: set[str] = set()
         key: str | None = None
-        members: dict[str, bytes] = {}
+        extensions: set[str] = set()
         try:
             with tarfile.open(fileobj=file, mode="r|") as archive:
                 for member in archive:
@@ -110,21 +111,31 @@ class WebDatasetFormat(Format):
                     if parts is None:
                         raise FormatError(f'shard {shard}: member "{member.name}" has no key.extension name')
                     if parts[0] != key:
-                        if key is not None:
-                            yield key, members
-                        key, members = parts[0], {}
+                        key, extensions = parts[0], set()
                         if key in seen:
                             raise FormatError(
                                 f'shard {shard}: sample "{key}" is split: its members are not consecutive '
                                 f'(again at member "{member.name}")'
                             )
                         seen.add(key)
-                    if parts[1] in members:
+                    if parts[1] in extensions:
                         raise FormatError(f'shard {shard}: sample "{key}" has two "{parts[1]}" members')
-                    handle = archive.extractfile(member)
-                    members[parts[1]] = handle.read() if handle is not None else b""
+                    extensions.add(parts[1])
+                    yield parts[0], parts[1], member, archive
         except (tarfile.TarError, EOFError) as exc:
             raise FormatError(f"shard {shard}: not a readable tar file ({exc})") from None
+
+    def _samples(self, file: IO[bytes], shard: str) -> Iterator[_Sample]:
+        """Samples in file order, with the bytes of their members."""
+        key: str | None = None
+        members: dict[str, bytes] = {}
+        for name, extension, member, archive in self._members(file, shard):
+            if name != key:
+                if key is not None:
+                    yield key, members
+                key, members = name, {}
+            handle = archive.extractfile(member)  # before the stream moves on to the next member
+            members[extension] = handle.read() if handle is not None else b""
         if key is not None:
             yield key, members
 
@@ -222,33 +233,17 @@ class WebDatasetFormat(Format):
         member_column: list[int] = []
         member_offset: list[int] = []
         member_size: list[int] = []
-        seen: set[str] = set()
         key: str | None = None
         end = 0
-        try:
-            with tarfile.open(fileobj=file, mode="r|") as archive:
-                for member in archive:
-                    end = member.offset_data + -(-member.size // tarfile.BLOCKSIZE) * tarfile.BLOCKSIZE
-                    if not member.isfile():
-                        continue
-                    parts = split_member(member.name)
-                    if parts is None:
-                        raise FormatError(f'shard {shard}: member "{member.name}" has no key.extension name')
-                    if parts[0] != key:
-                        key = parts[0]
-                        if key in seen:
-                            raise FormatError(
-                                f'shard {shard}: sample "{key}" is split: its members are not consecutive '
-                                f'(again at member "{member.name}")'
-                            )
-                        seen.add(key)
-                        offsets.append(member.offset)
-                    member_piece.append(len(offsets) - 1)
-                    member_column.append(columns.setdefault(parts[1], len(columns)))
-                    member_offset.append(member.offset_data)
-                    member_size.append(member.size)
-        except (tarfile.TarError, EOFError) as exc:
-            raise FormatError(f"shard {shard}: not a readable tar file ({exc})") from None
+        for name, extension, member, _ in self._members(file, shard):
+            if name != key:
+                key = name
+                offsets.append(member.offset)
+            member_piece.append(len(offsets) - 1)
+            member_column.append(columns.setdefault(extension, len(columns)))
+            member_offset.append(member.offset_data)
+            member_size.append(member.size)
+            end = member.offset_data + -(-member.size // tarfile.BLOCKSIZE) * tarfile.BLOCKSIZE
         return ShardIndex.of(
             format=self.name,
             kind="sample",

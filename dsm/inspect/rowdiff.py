@@ -273,9 +273,12 @@ def _pair_shards(old: RowSource, new: RowSource, ordered: bool) -> tuple[set[int
     return skip_old, skip_new
 
 
-def _same_fingerprint(old: RowSource, new: RowSource) -> bool:
+def _same_fingerprint(old: RowSource, new: RowSource, *, ordered: bool) -> bool:
+    """Whether the contracts' dataset fingerprints say both hold the same rows (in order, if ``ordered``)."""
     a, b = old.contract.fingerprint, new.contract.fingerprint
-    return bool(a and b and a.algorithm == b.algorithm and a.rows == b.rows and a.unordered == b.unordered)
+    if not (a and b and a.algorithm == b.algorithm and a.rows == b.rows):
+        return False
+    return a.ordered == b.ordered if ordered else a.unordered == b.unordered
 
 
 class RowDiffRun:
@@ -515,6 +518,18 @@ def _empty_summary(run: RowDiffRun, **values: Any) -> RowDiff:
     return RowDiff(**(defaults | values))
 
 
+def _identical(run: RowDiffRun, note: str) -> RowDiff:
+    """The summary of two versions whose fingerprints prove their rows equal: nothing was read."""
+    return _empty_summary(
+        run,
+        unchanged=run.old.num_rows,
+        identical_by_fingerprint=True,
+        skipped_shards=len(run.old.shards) + len(run.new.shards),
+        skipped_rows=run.old.num_rows + run.new.num_rows,
+        notes=(note,),
+    )
+
+
 def _partitions(rows: int, key: Sequence[str], compared: Sequence[str], memory_limit: int) -> int:
     # A hashed row: 8 bytes per compared column, its position, and its key (strings count 32 bytes).
     row_bytes = 8 * (len(compared) + 1) + 16 * len(key)
@@ -525,15 +540,8 @@ def _by_key(
     run: RowDiffRun, memory_limit: int, workers: int | None, use_fingerprints: bool, progress: Progress
 ) -> RowDiff:
     old, new, key, compared = run.old, run.new, run.key, run.compared
-    if use_fingerprints and _same_fingerprint(old, new):
-        return _empty_summary(
-            run,
-            unchanged=old.num_rows,
-            identical_by_fingerprint=True,
-            skipped_shards=len(old.shards) + len(new.shards),
-            skipped_rows=old.num_rows + new.num_rows,
-            notes=("the dataset fingerprints are equal: the same rows; nothing was read",),
-        )
+    if use_fingerprints and _same_fingerprint(old, new, ordered=False):
+        return _identical(run, "the dataset fingerprints are equal: the same rows; nothing was read")
     skip_old, skip_new = _pair_shards(old, new, ordered=False) if use_fingerprints else (set(), set())
     units = [("old", i) for i in range(len(old.shards)) if i not in skip_old]
     units += [("new", j) for j in range(len(new.shards)) if j not in skip_new]
@@ -701,22 +709,9 @@ def _stream(
 
 def _by_position(run: RowDiffRun, memory_limit: int, use_fingerprints: bool, progress: Progress) -> RowDiff:
     old, new, compared = run.old, run.new, run.compared
-    a, b = old.contract.fingerprint, new.contract.fingerprint
-    if (
-        use_fingerprints
-        and a
-        and b
-        and a.algorithm == b.algorithm
-        and a.rows == b.rows
-        and a.ordered == b.ordered
-    ):
-        return _empty_summary(
-            run,
-            unchanged=old.num_rows,
-            identical_by_fingerprint=True,
-            skipped_shards=len(old.shards) + len(new.shards),
-            skipped_rows=old.num_rows + new.num_rows,
-            notes=("the ordered dataset fingerprints are equal: the same rows in order; nothing was read",),
+    if use_fingerprints and _same_fingerprint(old, new, ordered=True):
+        return _identical(
+            run, "the ordered dataset fingerprints are equal: the same rows in order; nothing read"
         )
     skip_old, skip_new = _pair_shards(old, new, ordered=True) if use_fingerprints else (set(), set())
     common = min(old.num_rows, new.num_rows)
