@@ -150,6 +150,7 @@ class RowSource:
         self.index_cache = index_cache or IndexCache()
         self._storage_options = dict(storage_options or {})
         self._location: Location | None = None
+        self._episodes: tuple[EpisodeSummary, ...] | None = None
         self._starts = [0]
         for shard in contract.shards:
             self._starts.append(self._starts[-1] + int(shard.rows or 0))
@@ -488,16 +489,27 @@ class RowSource:
             for position, row in zip(sorted(set(positions)), range(table.num_rows), strict=True):
                 tracker.add(table.slice(row, 1), position)
             return tuple(tracker.finish())
-        wanted: Sequence[Any] | None = episode_ids
+        every = self._all_episodes(layout)
+        if positions is None and episode_ids is None:
+            return every
         if positions is not None and layout.layout == "rows" and layout.episode is not None:
             table, _ = self._take(sorted(set(positions)), [layout.episode])
-            wanted = column_values(table.column(layout.episode))
-        elif positions is not None:
-            wanted = positions
-        tracker = EpisodeTracker(layout, wanted=wanted)
-        for position, batch in self._scan(layout.columns):
-            tracker.add(batch, position)
-        return tuple(tracker.finish())
+            episode_ids = column_values(table.column(layout.episode))
+        if episode_ids is not None:
+            wanted = {_hashable(e) for e in episode_ids}
+            return tuple(e for e in every if _hashable(e.episode) in wanted)
+        spots = sorted(set(positions or ()))
+        return tuple(e for e in every if any(e.first_position <= p <= e.last_position for p in spots))
+
+    def _all_episodes(self, layout: EpisodeLayout) -> tuple[EpisodeSummary, ...]:
+        """Every episode, from one scan of the RL columns, kept for this source's life (a viewer paging
+        through the rows pays for the scan once)."""
+        if self._episodes is None:
+            tracker = EpisodeTracker(layout)
+            for position, batch in self._scan(layout.columns):
+                tracker.add(batch, position)
+            self._episodes = tuple(tracker.finish())
+        return self._episodes
 
     # -------------------------------------------------------------------------------------------- media
 
@@ -587,6 +599,10 @@ class RowSource:
         if len(data) != size:
             raise CheckFailed(f"{redact(loc.url_of(rel))}: ends before byte {offset + size}; it changed")
         return bytes(data)
+
+
+def _hashable(value: Any) -> Any:
+    return tuple(_hashable(v) for v in value) if isinstance(value, list) else value
 
 
 def _check_count(count: int) -> None:
