@@ -41,6 +41,7 @@ demo: install
 lint: install
 	$(BIN)/ruff check dsm tests benchmarks
 	$(BIN)/ruff format --check dsm tests benchmarks
+	$(BIN)/lint-imports --no-cache
 
 typecheck: install
 	$(BIN)/mypy

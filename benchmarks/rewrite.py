@@ -189,7 +189,7 @@ def bench_size(work: Path, size_gb: float, registry: str, repeat: int) -> list[t
         ),
         (
             "convert parquet->jsonl",
-            [DSM, "convert-format", f"{name}@1", str(out / "dsm-jsonl"), "--to", "jsonl", "--json"],
+            [DSM, "convert-format", f"{name}@1", str(out / "dsm-jsonl"), "--format", "jsonl", "--json"],
             duckdb(f"COPY (SELECT * FROM read_parquet('{glob}')) TO '{out}/duck.jsonl' (FORMAT json)"),
         ),
         (
@@ -199,7 +199,7 @@ def bench_size(work: Path, size_gb: float, registry: str, repeat: int) -> list[t
                 "convert-format",
                 f"{name}@3",
                 str(out / "dsm-jsonl-parquet"),
-                "--to",
+                "--format",
                 "parquet",
                 "--compression",
                 "zstd",

@@ -23,7 +23,6 @@ PUBLIC_MODULES = [
     "dsm.inspect.source",
     "dsm.inspect.view",
     "dsm.inspect.rowdiff",
-    "dsm.audit_log",
     "dsm.commands.inspect",
 ]
 

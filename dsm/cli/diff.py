@@ -8,16 +8,24 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from dsm.cli import CheckFailedExit, exits
-from dsm.cli.app import JsonOpt, RegistryOpt, StorageOpt, WorkersOpt, app, storage_options
-from dsm.cli.inspect import CacheDirOpt, ReasonOpt, UnmaskOpt
+from dsm.cli import checks_failed
+from dsm.cli.options import (
+    CacheDirOpt,
+    JsonOpt,
+    ReasonOpt,
+    RegistryOpt,
+    StorageOpt,
+    UnmaskOpt,
+    WorkersOpt,
+    storage_options,
+)
 from dsm.cli.render import progress_for
 from dsm.errors import InputError
 
 if TYPE_CHECKING:
     from dsm.inspect.rowdiff import ChangedRow, RowDiff
 
-__all__ = ["diff"]
+__all__ = ["add_to", "diff"]
 
 
 def _cell(value: Any) -> str:
@@ -31,20 +39,6 @@ def _cell(value: Any) -> str:
     return escape(str(value))
 
 
-@app.command(
-    epilog="Examples:\n\n  dsm diff web-text@prod web-text@4\n\n"
-    "  dsm diff web-text@3 new-contract.yaml --json\n\n"
-    "The verdict is for readers of OLD: a removed field, a narrowed or changed type, or a change of "
-    "nullability is breaking; an added field or a widened type (int32->int64, float32->float64, "
-    "string->large_string) is compatible.\n\n"
-    "  dsm diff web-text@3 web-text@4 --rows --key id --fail-on-change\n\n"
-    "With --rows: rows added, removed and changed (by the key; by position when there is none), changed "
-    "cells per column and a sample of each, old and new side by side; shards with equal fingerprints are "
-    "skipped unread.\n\n"
-    "Exit codes: 0 identical or compatible (with --rows: always, unless --fail-on-change and a row "
-    "differs), 1 breaking (or a row differs with --fail-on-change), 2 bad input."
-)
-@exits
 def diff(
     old: Annotated[str, typer.Argument(help="The contract readers use now: NAME@N, NAME@ALIAS or a file.")],
     new: Annotated[str, typer.Argument(help="The contract to compare with it.")],
@@ -111,7 +105,7 @@ def diff(
         else:
             _render_rows(result_rows)
         if fail_on_change and result_rows.differs:
-            raise CheckFailedExit()
+            checks_failed()
         return
     given = [
         flag
@@ -153,7 +147,22 @@ def diff(
         ]
         console.print(f"verdict for readers of {_cell(result.old)}: [{colour}]{result.verdict}[/]")
     if result.verdict == "breaking":
-        raise CheckFailedExit()
+        checks_failed()
+
+
+_EPILOG = (
+    "Examples:\n\n  dsm diff web-text@prod web-text@4\n\n"
+    "  dsm diff web-text@3 new-contract.yaml --json\n\n"
+    "The verdict is for readers of OLD: a removed field, a narrowed or changed type, or a change of "
+    "nullability is breaking; an added field or a widened type (int32->int64, float32->float64, "
+    "string->large_string) is compatible.\n\n"
+    "  dsm diff web-text@3 web-text@4 --rows --key id --fail-on-change\n\n"
+    "With --rows: rows added, removed and changed (by the key; by position when there is none), changed "
+    "cells per column and a sample of each, old and new side by side; shards with equal fingerprints are "
+    "skipped unread.\n\n"
+    "Exit codes: 0 identical or compatible (with --rows: always, unless --fail-on-change and a row "
+    "differs), 1 breaking (or a row differs with --fail-on-change), 2 bad input."
+)
 
 
 def _render_rows(result: RowDiff) -> None:
@@ -234,3 +243,7 @@ def _value_text(cell: Any) -> str:
         text = cell.value
         return json.dumps(text if len(text) <= 200 else text[:197] + "...", ensure_ascii=False)
     return json.dumps(cell.value, ensure_ascii=False, default=str)[:200]
+
+
+def add_to(app: typer.Typer) -> None:
+    app.command(epilog=_EPILOG)(diff)

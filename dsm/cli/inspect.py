@@ -8,8 +8,18 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from dsm.cli import CheckFailedExit, exits
-from dsm.cli.app import JsonOpt, RegistryOpt, StorageOpt, storage_options
+from dsm.cli import checks_failed
+from dsm.cli.options import (
+    CacheDirOpt,
+    ColumnsOpt,
+    JsonOpt,
+    ReasonOpt,
+    RefArg,
+    RegistryOpt,
+    StorageOpt,
+    UnmaskOpt,
+    storage_options,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -20,33 +30,6 @@ if TYPE_CHECKING:
     from dsm.inspect.view import CellView, RowPage
 
 __all__ = ["add_to", "audit", "episodes", "find", "head", "log", "render_page", "sample"]
-
-RefArg = Annotated[
-    str, typer.Argument(help="Dataset reference: NAME, NAME@N, NAME@ALIAS or a contract file.")
-]
-ColumnsOpt = Annotated[
-    str | None, typer.Option("--columns", help="Only these fields, comma-separated: id,text.")
-]
-UnmaskOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--unmask",
-        help="Show this classified field's values (repeatable). Each unmasking is recorded in the registry's "
-        "audit log: who, when, which dataset and field (`dsm audit NAME`).",
-    ),
-]
-ReasonOpt = Annotated[
-    str | None, typer.Option("--reason", help="Why the fields are unmasked (kept in the audit record).")
-]
-CacheDirOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--cache-dir",
-        envvar="DSM_CACHE_DIR",
-        help="Where row indexes of JSONL, CSV and WebDataset shards are kept (default: DSM_CACHE_DIR, else "
-        "the user's cache directory).",
-    ),
-]
 
 _TEXT_LINES = 12
 _TEXT_CHARS = 1200
@@ -307,7 +290,7 @@ def find(
     else:
         _render_find(result)
     if not result.found:
-        raise CheckFailedExit()
+        checks_failed()
 
 
 def _render_find(result: FindResult) -> None:
@@ -376,7 +359,7 @@ def episodes(
     else:
         _render_episodes(report)
     if report.anomalous:
-        raise CheckFailedExit()
+        checks_failed()
 
 
 def _render_episodes(report: EpisodeReport) -> None:
@@ -505,4 +488,4 @@ _EPILOGS = {
 
 def add_to(app: typer.Typer) -> None:
     for command in (head, sample, find, episodes, log, audit):
-        app.command(name=command.__name__, epilog=_EPILOGS[command.__name__])(exits(command))
+        app.command(name=command.__name__, epilog=_EPILOGS[command.__name__])(command)

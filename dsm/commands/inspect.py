@@ -16,14 +16,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dsm.audit_log import AuditRecord, read_audit
-from dsm.commands._common import open_registry
 from dsm.contract import Contract
 from dsm.errors import DatasetNotFound, InputError
 from dsm.inspect.episodes import EpisodeLayout, EpisodeSummary
 from dsm.inspect.source import RowSource, open_rows
 from dsm.inspect.view import RowPage, plain
-from dsm.registry import Registry, parse_reference
+from dsm.registry import AuditRecord, Registry, open_registry, parse_reference
 
 __all__ = [
     "AuditLog",
@@ -466,4 +464,4 @@ def audit(
     """The audit log of dataset ``name``: who unmasked which fields of which version, when, how and why."""
     reg = open_registry(registry, storage_options)
     dataset = name.split("@", 1)[0]
-    return AuditLog(name=dataset, records=read_audit(reg, dataset))
+    return AuditLog(name=dataset, records=reg.audit(dataset))

@@ -8,7 +8,7 @@ It is what ``dsm head``, ``sample``, ``find`` and ``diff --rows`` and the viewer
   byte range; episode summaries of RL data; lookups by key.
 - :mod:`dsm.inspect.view`: the view model (plain, JSON-able data, never rich text).
 - :mod:`dsm.inspect.roles`, :mod:`dsm.inspect.media`, :mod:`dsm.inspect.episodes`: rendering by role.
-- :mod:`dsm.inspect.masking`: classified fields masked unless unmasked (audited, :mod:`dsm.audit_log`).
+- :mod:`dsm.inspect.masking`: classified fields masked unless unmasked (audited in the registry's audit log).
 - :mod:`dsm.inspect.rowdiff`: rows added, removed and changed between two versions, by key.
 - :mod:`dsm.inspect.index`: the row indexes of shards, cached in dsm's cache directory.
 """

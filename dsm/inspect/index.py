@@ -29,11 +29,11 @@ from typing import IO, Any
 
 import xxhash
 
-from dsm.checksum import READ_BLOCK, algorithm_of, known_algorithms, new_hasher
 from dsm.contract import Shard
 from dsm.errors import CheckFailed, FormatError
 from dsm.formats import Format, ShardIndex
 from dsm.formats.index import INDEX_VERSION
+from dsm.hashing.checksum import READ_BLOCK, algorithm_of, known_algorithms, new_hasher
 from dsm.storage import Location, redact, storage_errors
 
 __all__ = ["IndexCache", "default_cache_dir", "storage_version"]

@@ -18,7 +18,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["MEDIA_KINDS", "MediaInfo", "kind_of", "media_type_of_path", "sniff"]
+__all__ = ["MEDIA_KINDS", "MediaInfo", "MediaRef", "kind_of", "media_type_of_path", "sniff"]
 
 MEDIA_KINDS = ("image", "audio", "video")
 
@@ -81,6 +81,38 @@ class MediaInfo:
         if self.sample_rate is not None:
             parts.append(f"{self.sample_rate} Hz" + (f" x{self.channels}" if self.channels else ""))
         return " ".join(parts) + f", {_size_text(self.size)}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class MediaRef:
+    """Where the bytes of one media value are, for a viewer to serve them.
+
+    ``source`` is ``member`` (the value is stored as it is in the shard, a WebDataset member: ``url``,
+    ``offset`` and ``length`` are that byte range of the shard, servable with HTTP Range), ``file`` (the
+    value is a path: the bytes are the whole file at ``url``) or ``value`` (the bytes are decoded from the
+    row: Parquet, Arrow, JSONL, CSV; no stored range).
+    """
+
+    position: int
+    field: str
+    source: str
+    media_type: str | None
+    size: int
+    url: str | None = None
+    offset: int | None = None
+    length: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "position": self.position,
+            "field": self.field,
+            "source": self.source,
+            "media_type": self.media_type,
+            "size": self.size,
+            "url": self.url,
+            "offset": self.offset,
+            "length": self.length,
+        }
 
 
 def _size_text(size: int) -> str:

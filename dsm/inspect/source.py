@@ -21,19 +21,20 @@ import contextlib
 import posixpath
 import random
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import IO, Any
 
 import numpy as np
 import pyarrow as pa
 
+from dsm._version import tool_name
 from dsm.contract import Contract, Shard
 from dsm.errors import CheckFailed, FormatError, InputError, SchemaError
 from dsm.formats import Format, ShardIndex, get_format
 from dsm.inspect.episodes import EpisodeLayout, EpisodeSummary, EpisodeTracker
 from dsm.inspect.index import IndexCache
 from dsm.inspect.masking import MaskPolicy
-from dsm.inspect.media import media_type_of_path, sniff
+from dsm.inspect.media import MediaRef, media_type_of_path, sniff
 from dsm.inspect.roles import RoleProposal, infer_roles
 from dsm.inspect.view import (
     FieldView,
@@ -43,8 +44,8 @@ from dsm.inspect.view import (
     field_views,
     row_views,
 )
-from dsm.reader import iter_open_shard, open_shard
-from dsm.registry import Registry
+from dsm.registry import Registry, open_registry
+from dsm.shards import iter_open_shard, open_shard
 from dsm.storage import Location, location, redact
 
 __all__ = ["MAX_ROWS", "KeyMatches", "MediaRef", "RowSource", "open_rows", "sample_positions"]
@@ -68,38 +69,6 @@ def sample_positions(total: int, count: int, seed: int) -> list[int]:
         pick = rng.randint(0, j)
         chosen.add(j if pick in chosen else pick)
     return sorted(chosen)
-
-
-@dataclass(frozen=True, kw_only=True)
-class MediaRef:
-    """Where the bytes of one media value are, for a viewer to serve them.
-
-    ``source`` is ``member`` (the value is stored as it is in the shard, a WebDataset member: ``url``,
-    ``offset`` and ``length`` are that byte range of the shard, servable with HTTP Range), ``file`` (the
-    value is a path: the bytes are the whole file at ``url``) or ``value`` (the bytes are decoded from the
-    row: Parquet, Arrow, JSONL, CSV; no stored range).
-    """
-
-    position: int
-    field: str
-    source: str
-    media_type: str | None
-    size: int
-    url: str | None = None
-    offset: int | None = None
-    length: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "position": self.position,
-            "field": self.field,
-            "source": self.source,
-            "media_type": self.media_type,
-            "size": self.size,
-            "url": self.url,
-            "offset": self.offset,
-            "length": self.length,
-        }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -515,6 +484,24 @@ class RowSource:
 
     def media_ref(self, position: int, field: str) -> MediaRef:
         """Where the bytes of ``field`` at row ``position`` are (see :class:`MediaRef`)."""
+        return self._media(position, field)[0]
+
+    def media_bytes(self, position: int, field: str, *, start: int = 0, end: int | None = None) -> bytes:
+        """Bytes ``start`` up to ``end`` of the media value of ``field`` at row ``position``; a stored
+        member or a referenced file is read in that range only (an HTTP Range request maps onto it)."""
+        ref, value = self._media(position, field)
+        end = ref.size if end is None else min(end, ref.size)
+        if not 0 <= start <= end:
+            raise InputError(f"byte range {start}..{end} is not within the value's {ref.size} bytes")
+        if ref.source == "member":
+            path = self.contract.shards[self.shard_of(position)[0]].path
+            return self._read_range(self.location, path, int(ref.offset or 0) + start, end - start)
+        if ref.source == "file":
+            return self._read_range(*self._referenced(str(value)), start, end - start)
+        return bytes(value)[start:end]
+
+    def _media(self, position: int, field: str) -> tuple[MediaRef, Any]:
+        """The reference to a media value, and the value decoded from the row (None for a member)."""
         view = self.field(field)
         if view.masked:
             raise InputError(
@@ -522,67 +509,37 @@ class RowSource:
                 f"unmask=[{field!r}] (audited) to read its bytes"
             )
         shard, row = self.shard_of(position)
-        index = self.index(shard)
         path = self.contract.shards[shard].path
-        stored = self.format.value_range(index, row, field)
+        stored = self.format.value_range(self.index(shard), row, field)
         if stored is not None:
             head = self._read_range(self.location, path, stored[0], min(stored[1], 64))
-            return MediaRef(
+            url = redact(self.location.url_of(path))
+            media_type = view.media_type or sniff(head).media_type
+            ref = MediaRef(
                 position=position,
                 field=field,
                 source="member",
-                media_type=view.media_type or sniff(head).media_type,
+                media_type=media_type,
                 size=stored[1],
-                url=redact(self.location.url_of(path)),
-                offset=stored[0],
-                length=stored[1],
+                url=url,
             )
-        table = self._shard_rows(shard, row, row + 1, [field])
-        value = table.column(0)[0].as_py()
+            return replace(ref, offset=stored[0], length=stored[1]), None
+        value = self._shard_rows(shard, row, row + 1, [field]).column(0)[0].as_py()
         if value is None:
             raise InputError(f"{self.ref}: row {position:,} has no value in {field!r} (null)")
         if isinstance(value, str):
             loc, rel = self._referenced(value)
-            size = loc.size(rel)
-            return MediaRef(
-                position=position,
-                field=field,
-                source="file",
-                media_type=view.media_type or media_type_of_path(value),
-                size=size,
-                url=redact(loc.url_of(rel)),
-                offset=0,
-                length=size,
+            size, url = loc.size(rel), redact(loc.url_of(rel))
+            media_type = view.media_type or media_type_of_path(value)
+            ref = MediaRef(
+                position=position, field=field, source="file", media_type=media_type, size=size, url=url
             )
+            return replace(ref, offset=0, length=size), value
         data = bytes(value)
+        media_type = view.media_type or sniff(data[:64]).media_type
         return MediaRef(
-            position=position,
-            field=field,
-            source="value",
-            media_type=view.media_type or sniff(data[:64]).media_type,
-            size=len(data),
-        )
-
-    def media_bytes(self, position: int, field: str, *, start: int = 0, end: int | None = None) -> bytes:
-        """Bytes ``start`` up to ``end`` of the media value of ``field`` at row ``position``; a stored
-        member or a referenced file is read in that range only (an HTTP Range request maps onto it)."""
-        ref = self.media_ref(position, field)
-        end = ref.size if end is None else min(end, ref.size)
-        if not 0 <= start <= end:
-            raise InputError(f"byte range {start}..{end} is not within the value's {ref.size} bytes")
-        if ref.source == "member":
-            shard, _ = self.shard_of(position)
-            return self._read_range(
-                self.location, self.contract.shards[shard].path, int(ref.offset or 0) + start, end - start
-            )
-        if ref.source == "file":
-            shard, row = self.shard_of(position)
-            value = self._shard_rows(shard, row, row + 1, [field]).column(0)[0].as_py()
-            loc, rel = self._referenced(str(value))
-            return self._read_range(loc, rel, start, end - start)
-        shard, row = self.shard_of(position)
-        value = self._shard_rows(shard, row, row + 1, [field]).column(0)[0].as_py()
-        return bytes(value)[start:end]
+            position=position, field=field, source="value", media_type=media_type, size=len(data)
+        ), data
 
     def _referenced(self, value: str) -> tuple[Location, str]:
         """The location and path of a file a path value names: relative to the dataset, or a URL."""
@@ -614,19 +571,15 @@ def _check_count(count: int) -> None:
         )
 
 
-def _runs(rows: Sequence[int]) -> Iterator[tuple[int, int]]:
+def _runs(rows: Sequence[int]) -> list[tuple[int, int]]:
     """Consecutive runs of increasing ``rows`` as ``(start, stop)``."""
-    start = previous = None
+    runs: list[list[int]] = []
     for row in rows:
-        if start is None:
-            start = previous = row
-        elif row == previous + 1:  # type: ignore[operator]
-            previous = row
+        if runs and row == runs[-1][1]:
+            runs[-1][1] = row + 1
         else:
-            yield start, previous + 1  # type: ignore[operator]
-            start = previous = row
-    if start is not None:
-        yield start, previous + 1  # type: ignore[operator]
+            runs.append([row, row + 1])
+    return [(start, stop) for start, stop in runs]
 
 
 def open_rows(
@@ -647,22 +600,18 @@ def open_rows(
     dataset, fields, ``command`` and ``reason``) before the source is returned; if the record cannot be
     written, nothing is unmasked and :class:`dsm.errors.StorageError` is raised.
     """
-    reg = registry if isinstance(registry, Registry) else Registry(registry, storage_options=storage_options)
+    reg = open_registry(registry, storage_options)
     contract = reg.resolve(ref)
     policy = MaskPolicy.of(contract.schema, unmask)
     if policy.unmasked:
-        from dsm import __version__
-        from dsm.audit_log import record_unmask
-
-        record_unmask(
-            reg,
+        reg.record_unmask(
             dataset=contract.name,
             version=contract.version,
             fields=policy.unmasked,
             classifications=dict(policy.classified),
             command=command,
             reason=reason,
-            tool=f"dsm {__version__}",
+            tool=tool_name(),
         )
     return RowSource(
         contract, policy=policy, storage_options=storage_options, index_cache=IndexCache(cache_dir)
