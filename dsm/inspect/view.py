@@ -14,7 +14,6 @@ value's length only.
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import datetime
 import decimal
@@ -577,8 +576,3 @@ def row_views(
         cells = tuple(cell_view(f, values[index]) for f, values in columns)
         rows.append(RowView(position=location.position, location=location, cells=cells))
     return tuple(rows)
-
-
-def encode_bytes(data: bytes) -> str:
-    """Base64 text of ``data`` (for JSON outputs that carry a whole binary value)."""
-    return base64.b64encode(data).decode("ascii")
