@@ -42,7 +42,6 @@ __all__ = [
 def _open(
     ref: str | Contract,
     command: str,
-    *,
     unmask: Sequence[str],
     reason: str | None,
     registry: str | Registry | None,
@@ -77,15 +76,7 @@ def head(
     Only the pieces holding those rows are read: a row group, record batch, block of lines or tar member
     range per shard touched.
     """
-    source = _open(
-        ref,
-        "head",
-        unmask=unmask,
-        reason=reason,
-        registry=registry,
-        storage_options=storage_options,
-        cache_dir=cache_dir,
-    )
+    source = _open(ref, "head", unmask, reason, registry, storage_options, cache_dir)
     return source.read(offset, n, columns=columns)
 
 
@@ -103,15 +94,7 @@ def sample(
 ) -> RowPage:
     """``n`` rows drawn uniformly from the whole dataset (the same ``seed`` gives the same rows), shown in
     position order; only the pieces holding them are read."""
-    source = _open(
-        ref,
-        "sample",
-        unmask=unmask,
-        reason=reason,
-        registry=registry,
-        storage_options=storage_options,
-        cache_dir=cache_dir,
-    )
+    source = _open(ref, "sample", unmask, reason, registry, storage_options, cache_dir)
     return source.sample(n, seed=seed, columns=columns)
 
 
@@ -195,15 +178,7 @@ def find(
         raise InputError("give exactly one of --row N or --key FIELD=VALUE")
     if limit < 1:
         raise InputError(f"limit must be at least 1, got {limit}")
-    source = _open(
-        ref,
-        "find",
-        unmask=unmask,
-        reason=reason,
-        registry=registry,
-        storage_options=storage_options,
-        cache_dir=cache_dir,
-    )
+    source = _open(ref, "find", unmask, reason, registry, storage_options, cache_dir)
     if row is not None:
         page = source.take([row], columns=columns, selection={"kind": "find", "row": row})
         return FindResult(dataset=source.ref, query={"row": row}, page=page, scanned_rows=1, complete=True)
@@ -281,15 +256,7 @@ def episodes(
     anomalies (no terminal step, NaN rewards, steps out of order...). Reads only the RL columns."""
     if limit < 0:
         raise InputError(f"limit must be at least 0, got {limit}")
-    source = _open(
-        ref,
-        "episodes",
-        unmask=unmask,
-        reason=reason,
-        registry=registry,
-        storage_options=storage_options,
-        cache_dir=cache_dir,
-    )
+    source = _open(ref, "episodes", unmask, reason, registry, storage_options, cache_dir)
     layout = source.episode_layout
     if layout is None:
         raise InputError(
