@@ -135,6 +135,16 @@ class _HashingReader:
         return f"{self._algorithm}:{self._hasher.hexdigest()}"
 
 
+def _counted(index: ShardIndex, shard: Shard, url: str) -> ShardIndex:
+    """``index``, if it finds the rows the contract records (a file that says otherwise changed)."""
+    if shard.rows is not None and index.rows != shard.rows:
+        raise CheckFailed(
+            f"shard {url}: it holds {index.rows:,} rows, the contract records {shard.rows:,}: the file "
+            "changed after registration; run `dsm verify --deep`"
+        )
+    return index
+
+
 class IndexCache:
     """Row indexes by shard, in memory for this object's life and on disk under ``directory``."""
 
@@ -176,27 +186,20 @@ class IndexCache:
             )
         version = storage_version(info)
         key = self._key(fmt, shard, url, version)
-        if not fmt.index_by_scan:
-            # The footer says where the pieces are: read it (once for this object), never store it.
-            cached = self._memory.get(key)
-            if cached is None:
-                with open_file() as handle:
-                    cached = self._memory[key] = fmt.index_shard(handle, shard=shard.path, schema=schema)
-            return cached
         found = self._memory.get(key)
         if found is not None:
             return found
-        path = self.directory / "index" / f"{fmt.name}-{key}.npz"
-        found = self._load(path, version)
-        if found is None:
+        if not fmt.index_by_scan:
+            # The footer says where the pieces are: read it (once for this object), never store it.
             with open_file() as handle:
-                found = self._build(handle, shard, fmt, url, schema)
-            if found.rows != shard.rows and shard.rows is not None:
-                raise FormatError(
-                    f"shard {url}: indexing found {found.rows:,} rows, the contract records {shard.rows:,}; "
-                    "run `dsm verify --deep`"
-                )
-            self._store(path, found, version, shard)
+                found = _counted(fmt.index_shard(handle, shard=shard.path, schema=schema), shard, url)
+        else:
+            path = self.directory / "index" / f"{fmt.name}-{key}.npz"
+            found = self._load(path, version)
+            if found is None:
+                with open_file() as handle:
+                    found = _counted(self._build(handle, shard, fmt, url, schema), shard, url)
+                self._store(path, found, version, shard)
         self._memory[key] = found
         return found
 

@@ -56,6 +56,10 @@ MAX_ROWS = 100_000
 RANDOM_BLOCK = 1 << 20
 """Read-ahead of remote files opened for random access (a look reads a few pieces, not the whole file)."""
 
+BATCH_BYTES = 16 << 20
+"""Stored bytes decoded at once (at most 65,536 rows): memory stays bounded for wide rows (images, long
+text) whatever the size of a row group."""
+
 
 def sample_positions(total: int, count: int, seed: int) -> list[int]:
     """``count`` distinct positions below ``total``, uniform, in increasing order; the same for the same
@@ -259,7 +263,14 @@ class RowSource:
             try:
                 batches = list(
                     self.format.read_rows(
-                        handle, index, shard=path, start=start, stop=stop, schema=self.schema, columns=columns
+                        handle,
+                        index,
+                        shard=path,
+                        start=start,
+                        stop=stop,
+                        schema=self.schema,
+                        columns=columns,
+                        batch_rows=self._batch_rows(shard),
                     )
                 )
             except (FormatError, SchemaError, InputError):
@@ -363,11 +374,16 @@ class RowSource:
 
     # ------------------------------------------------------------------------------------------ scanning
 
-    def _scan_shard(
-        self, shard: int, columns: Sequence[str], *, batch_rows: int = 65_536
-    ) -> Iterator[pa.RecordBatch]:
+    def _batch_rows(self, shard: int) -> int:
+        """Rows decoded at once from ``shard``: about :data:`BATCH_BYTES` of it as stored."""
+        entry = self.contract.shards[shard]
+        per_row = entry.bytes / max(int(entry.rows or 1), 1)
+        return int(max(1, min(65_536, BATCH_BYTES // max(per_row, 1))))
+
+    def _scan_shard(self, shard: int, columns: Sequence[str]) -> Iterator[pa.RecordBatch]:
         """Every row of one shard, projected to ``columns``, unmasked (private to this package)."""
         path = self.contract.shards[shard].path
+        batch_rows = self._batch_rows(shard)
         with self._open(shard, scan=True) as handle:
             yield from iter_open_shard(
                 handle,
