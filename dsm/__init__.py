@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         start_cutover,
     )
     from dsm.commands.diff import ContractDiff, diff, diff_rows
+    from dsm.commands.footprint import FootprintReport, footprint
     from dsm.commands.inspect import (
         AuditLog,
         EpisodeReport,
@@ -53,8 +54,11 @@ if TYPE_CHECKING:
         log,
         sample,
     )
+    from dsm.commands.lifecycle import GcReport, StatusChange, deprecate, gc, retire
+    from dsm.commands.policy import PolicyAudit, PolicyCheck, check_policy, set_policy, show_policy
     from dsm.commands.register import register
     from dsm.commands.rewrite import RewriteResult, convert_format, reshard
+    from dsm.commands.storage_check import ReadinessReport, storage_check
     from dsm.commands.verify import ShardReport, VerifyReport, verify
     from dsm.contract import Contract, DatasetFingerprint, Field, Lineage, Schema, Shard
     from dsm.inspect.rowdiff import RowDiff
@@ -106,6 +110,20 @@ _EXPORTS = {
     "RowPage": "dsm.inspect.view",
     "RowSource": "dsm.inspect.source",
     "open_rows": "dsm.inspect.source",
+    "ReadinessReport": "dsm.commands.storage_check",
+    "storage_check": "dsm.commands.storage_check",
+    "FootprintReport": "dsm.commands.footprint",
+    "footprint": "dsm.commands.footprint",
+    "GcReport": "dsm.commands.lifecycle",
+    "StatusChange": "dsm.commands.lifecycle",
+    "deprecate": "dsm.commands.lifecycle",
+    "gc": "dsm.commands.lifecycle",
+    "retire": "dsm.commands.lifecycle",
+    "PolicyAudit": "dsm.commands.policy",
+    "PolicyCheck": "dsm.commands.policy",
+    "check_policy": "dsm.commands.policy",
+    "set_policy": "dsm.commands.policy",
+    "show_policy": "dsm.commands.policy",
     "Contract": "dsm.contract",
     "DatasetFingerprint": "dsm.contract",
     "Field": "dsm.contract",

@@ -10,8 +10,9 @@ Layout::
     NAME/audit/<time>-<id>.json         one record per unmasking of classified fields: who, when, which
                                         version and fields, by which command and why; created once
 
-A reference is ``NAME`` (latest), ``NAME@3``, ``NAME@prod`` (an alias), or a contract file path;
-:func:`resolve` turns one (or a :class:`Contract`, as it is) into its contract, for every layer above.
+A reference is ``NAME`` (its newest version that is not retired), ``NAME@3``, ``NAME@prod`` (an alias), or
+a contract file path; :func:`resolve` turns one (or a :class:`Contract`, as it is) into its contract, for
+every layer above.
 
 >>> reg = Registry("memory://doc-registry")
 >>> reg.names()
@@ -204,6 +205,18 @@ class Registry:
                 names.add(parts[0])
         return sorted(names)
 
+    def select(self, names: Sequence[str], *, command: str) -> list[str]:
+        """``names`` checked to be datasets of this registry (plain names, no version or alias), or every
+        dataset when there are none: what a command over whole datasets (``gc``, ``footprint``) covers."""
+        known = self.names()
+        for name in names:
+            parse_reference(name)
+            if "@" in name:
+                raise InputError(f"{name!r}: {command} takes dataset names; it covers every version of each")
+            if name not in known:
+                raise DatasetNotFound(f"no dataset named {name!r} in registry {redact(self.url)}")
+        return list(names) or known
+
     def versions(self, name: str) -> list[int]:
         found = []
         for info in self.location.child(f"{name}/versions").list_files(recursive=False):
@@ -241,7 +254,11 @@ class Registry:
                 raise DatasetNotFound(
                     f"no dataset named {name!r} in registry {redact(self.url)}; `dsm ls` lists the names"
                 )
-            return self.get(name, versions[-1])
+            statuses = self.statuses(name)
+            usable = [v for v in versions if v not in statuses or statuses[v].status != "retired"]
+            if not usable:
+                raise DatasetNotFound(f"every version of {name} is retired; name one: {name}@{versions[-1]}")
+            return self.get(name, usable[-1])
         if selector.isdigit():
             return self.get(name, int(selector))
         aliases = self.aliases(name)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -14,6 +14,7 @@ __all__ = ["add_to", "register"]
 _EPILOG = (
     "Examples:\n\n  dsm register data/web-text/ --name web-text\n\n"
     "  dsm register 's3://bucket/logs/*.jsonl' --name logs --schema logs-schema.yaml --json\n\n"
+    "  dsm register data/chats/ --name chats --scan-pii\n\n"
     "  dsm register data/rollouts/ --name rollouts --infer-roles   (then --write-roles to keep them)"
 )
 
@@ -40,6 +41,13 @@ def register(
     write_roles: Annotated[
         bool, typer.Option("--write-roles", help="Write the proposed roles into the contract.")
     ] = False,
+    scan_pii: Annotated[
+        bool,
+        typer.Option(
+            "--scan-pii",
+            help="Warn about likely e-mail addresses, phone and card numbers in unclassified fields.",
+        ),
+    ] = False,
     workers: WorkersOpt = None,
     registry: RegistryOpt = None,
     storage_option: StorageOpt = None,
@@ -58,6 +66,7 @@ def register(
         owners=owner or (),
         key=key or (),
         workers=workers,
+        scan_pii=scan_pii,
         write_roles=write_roles,
         storage_options=storage_options(storage_option),
         progress=progress_for(json_output),
@@ -79,6 +88,8 @@ def register(
         f"{contract.total_rows:,} rows, {human_bytes(contract.total_bytes)}"
         + (f", fingerprint {fp.unordered[:16]}" if fp else "")
     )
+    if scan_pii:
+        _render_pii_scan(contract.metadata.get("pii_scan") or {})
     if write_roles:
         written = [f"{f.name}: {f.role}" for f in contract.schema.fields if f.role]
         console.print("roles in the contract: " + (", ".join(written) or "none found"), highlight=False)
@@ -94,6 +105,24 @@ def register(
             "roles proposed, not written: register again with --write-roles to write them"
             if proposals
             else "no roles proposed",
+            highlight=False,
+        )
+
+
+_PII_WORDS = {"email": "e-mail addresses", "phone": "phone numbers", "card": "payment card numbers (Luhn)"}
+
+
+def _render_pii_scan(scan: dict[str, Any]) -> None:
+    """The warnings of ``--scan-pii``: counts per field and kind (the scan keeps no value)."""
+    findings = scan.get("findings") or []
+    if not findings:
+        console.print(f"  pii scan: nothing found in {scan.get('rows', 0):,} sampled rows")
+        return
+    for f in findings:
+        what = _PII_WORDS.get(f["kind"], f["kind"])
+        console.print(
+            f"  [bold yellow]warning:[/] field {f['field']}: {f['count']:,} of {f['sampled']:,} sampled "
+            f"values look like {what}: classify it (classification: pii, with --schema) or check the data",
             highlight=False,
         )
 

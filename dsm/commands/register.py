@@ -12,11 +12,13 @@ import pyarrow as pa
 import yaml
 
 from dsm._version import tool_name
+from dsm.commands.policy import check_location, policy_error
 from dsm.contract import Contract, Lineage, Schema
 from dsm.engine import NullProgress, Progress, map_units
 from dsm.errors import ContractError, InputError, SchemaError
 from dsm.formats import Format, detect_format, get_format
 from dsm.inspect.roles import RoleProposal, infer_roles
+from dsm.policy import carry_classifications
 from dsm.registry import Registry, load_contract_file, open_registry
 from dsm.shards import (
     DescribedShard,
@@ -28,6 +30,7 @@ from dsm.shards import (
 )
 from dsm.storage import FileInfo, Location, location, redact
 from dsm.units import utc_now_text
+from dsm.validators.pii import scan_shards
 from dsm.validators.schema import schema_differences
 
 __all__ = ["ScannedSource", "propose_roles", "register", "scan_source"]
@@ -147,14 +150,19 @@ def register(
     key: Sequence[str] = (),
     workers: int | None = None,
     write_roles: bool = False,
+    scan_pii: bool = False,
     storage_options: Mapping[str, Any] | None = None,
     progress: Progress | None = None,
 ) -> Contract:
     """Scan the shards at ``source`` and publish a new version of contract ``name``; return it.
 
     Computes per shard its bytes, rows, ``xxh3-128`` checksum and row fingerprints, and the dataset's
-    fingerprint. Nothing is written unless every shard decodes under the schema. With ``write_roles``, the
-    roles :func:`propose_roles` finds are written on the fields that ``schema`` gives none.
+    fingerprint. Nothing is written unless every shard decodes under the schema. Classification tags of
+    the dataset's newest version are carried to same-named fields, and the registry's data policy must
+    allow the location (else InputError naming the rule, before any shard is read). ``scan_pii`` samples
+    rows for e-mail addresses, phone and card numbers in unclassified fields and records the counts (never
+    a value) in ``metadata.pii_scan``. With ``write_roles``, the roles :func:`propose_roles` finds are
+    written on the fields that have none.
 
     >>> contract = register("data/web-text/", name="web-text")  # doctest: +SKIP
     >>> contract.ref  # doctest: +SKIP
@@ -168,6 +176,18 @@ def register(
     problems = fmt.unsupported(arrow_schema)
     if problems:
         raise SchemaError(f"format {scan.format} cannot hold this schema: {'; '.join(problems)}")
+    newest = reg.versions(name)
+    annotations = carry_classifications(given, reg.get(name, newest[-1]).schema if newest else None)
+    declared = Schema.from_arrow(arrow_schema, annotations=annotations, key=key)
+    verdict = check_location(
+        declared,
+        contract_location(scan.root),
+        sample=scan.files[0].path,
+        registry=reg,
+        storage_options=storage_options,
+    )
+    if not verdict.ok:
+        raise policy_error(verdict, f"register {name}")
     progress = progress or NullProgress()
     total = sum(f.size for f in scan.files)
     progress.start(total_bytes=2 * total, total_units=len(scan.files), description=f"register {name}")
@@ -183,22 +203,26 @@ def register(
         results = map_units(unit, scan.files, workers=workers or scan.root.io_workers)
     finally:
         progress.finish()
-    metadata = {"source_glob": scan.pattern} if scan.pattern else {}
-    fields = Schema.from_arrow(arrow_schema, annotations=given, key=key)
+    metadata: dict[str, Any] = {"source_glob": scan.pattern} if scan.pattern else {}
+    if scan_pii:
+        classified = {f.name for f in declared.fields if f.classification}
+        found = scan_shards(scan.root, [f.path for f in scan.files], fmt, arrow_schema, classified=classified)
+        metadata["pii_scan"] = found.to_dict()
     if write_roles:
         first = next(
             iter_shard(scan.root, scan.files[0].path, fmt, schema=arrow_schema, batch_rows=_ROLE_SAMPLE_ROWS),
             None,
         )
         if first is not None:
-            fields = _with_roles(fields, infer_roles(pa.Table.from_batches([first]), known=_roles(fields)))
+            proposals = infer_roles(pa.Table.from_batches([first]), known=_roles(declared))
+            declared = _with_roles(declared, proposals)
     contract = Contract(
         name=name,
         description=description,
         owners=tuple(owners),
         location=contract_location(scan.root),
         format=scan.format,
-        schema=fields,
+        schema=declared,
         shards=tuple(r.shard for r in results),
         fingerprint=dataset_fingerprint(r.digest for r in results),
         lineage=Lineage(
