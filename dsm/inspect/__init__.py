@@ -18,8 +18,9 @@ from __future__ import annotations
 from dsm.inspect.episodes import EpisodeLayout, EpisodeSummary
 from dsm.inspect.index import IndexCache, default_cache_dir
 from dsm.inspect.masking import MASK, MaskPolicy
+from dsm.inspect.positions import sample_positions
 from dsm.inspect.roles import ROLES, RoleProposal, infer_roles
-from dsm.inspect.source import KeyMatches, MediaRef, RowSource, open_rows, sample_positions
+from dsm.inspect.source import KeyMatches, MediaRef, RowSource, open_rows
 from dsm.inspect.view import CellView, FieldView, RowLocation, RowPage, RowView
 
 __all__ = [

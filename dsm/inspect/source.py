@@ -19,7 +19,6 @@ from __future__ import annotations
 import bisect
 import contextlib
 import posixpath
-import random
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import IO, Any
@@ -35,6 +34,7 @@ from dsm.inspect.episodes import EpisodeLayout, EpisodeSummary, EpisodeTracker
 from dsm.inspect.index import IndexCache
 from dsm.inspect.masking import MaskPolicy
 from dsm.inspect.media import MediaRef, media_type_of_path, sniff
+from dsm.inspect.positions import runs, sample_positions
 from dsm.inspect.roles import RoleProposal, infer_roles
 from dsm.inspect.view import (
     FieldView,
@@ -48,7 +48,7 @@ from dsm.registry import Registry, open_registry
 from dsm.shards import iter_open_shard, open_shard
 from dsm.storage import Location, location, redact
 
-__all__ = ["MAX_ROWS", "KeyMatches", "MediaRef", "RowSource", "open_rows", "sample_positions"]
+__all__ = ["MAX_ROWS", "KeyMatches", "MediaRef", "RowSource", "open_rows"]
 
 MAX_ROWS = 100_000
 """The most rows one look returns; iterate with ``dsm.open`` for more."""
@@ -59,20 +59,6 @@ RANDOM_BLOCK = 1 << 20
 BATCH_BYTES = 16 << 20
 """Stored bytes decoded at once (at most 65,536 rows): memory stays bounded for wide rows (images, long
 text) whatever the size of a row group."""
-
-
-def sample_positions(total: int, count: int, seed: int) -> list[int]:
-    """``count`` distinct positions below ``total``, uniform, in increasing order; the same for the same
-    arguments on every machine (Floyd's algorithm over :class:`random.Random`, memory O(count))."""
-    if count < 0:
-        raise InputError(f"sample size must be at least 0, got {count}")
-    count = min(count, total)
-    rng = random.Random(seed)
-    chosen: set[int] = set()
-    for j in range(total - count, total):
-        pick = rng.randint(0, j)
-        chosen.add(j if pick in chosen else pick)
-    return sorted(chosen)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -207,7 +193,7 @@ class RowSource:
         lines: dict[int, tuple[int, int]] = {}
         if index.kind == "lines" and rows:
             with self._open(shard) as handle:
-                for start, stop in _runs(rows):
+                for start, stop in runs(rows):
                     found = self.format.row_lines(handle, index, shard=path, start=start, stop=stop)
                     for step, place in enumerate(found or []):
                         lines[start + step] = place
@@ -585,17 +571,6 @@ def _check_count(count: int) -> None:
         raise InputError(
             f"{count:,} rows is more than one look shows (at most {MAX_ROWS:,}); use dsm.open to iterate"
         )
-
-
-def _runs(rows: Sequence[int]) -> list[tuple[int, int]]:
-    """Consecutive runs of increasing ``rows`` as ``(start, stop)``."""
-    runs: list[list[int]] = []
-    for row in rows:
-        if runs and row == runs[-1][1]:
-            runs[-1][1] = row + 1
-        else:
-            runs.append([row, row + 1])
-    return [(start, stop) for start, stop in runs]
 
 
 def open_rows(
