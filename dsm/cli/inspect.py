@@ -20,6 +20,7 @@ from dsm.cli.options import (
     UnmaskOpt,
     storage_options,
 )
+from dsm.cli.render import progress_for
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -282,6 +283,7 @@ def find(
         registry=registry,
         storage_options=storage_options(storage_option),
         cache_dir=cache_dir,
+        progress=progress_for(json_output),
     )
     if json_output:
         from dsm.cli.render import print_json
@@ -351,6 +353,7 @@ def episodes(
         registry=registry,
         storage_options=storage_options(storage_option),
         cache_dir=cache_dir,
+        progress=progress_for(json_output),
     )
     if json_output:
         from dsm.cli.render import print_json

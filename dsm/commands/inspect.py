@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dsm.contract import Contract
 from dsm.errors import DatasetNotFound, InputError
@@ -22,6 +22,9 @@ from dsm.inspect.episodes import EpisodeLayout, EpisodeSummary
 from dsm.inspect.source import RowSource, open_rows
 from dsm.inspect.view import RowPage, plain
 from dsm.registry import AuditRecord, Registry, open_registry, parse_reference
+
+if TYPE_CHECKING:
+    from dsm.engine import Progress
 
 __all__ = [
     "AuditLog",
@@ -167,6 +170,7 @@ def find(
     registry: str | Registry | None = None,
     storage_options: Mapping[str, Any] | None = None,
     cache_dir: str | None = None,
+    progress: Progress | None = None,
 ) -> FindResult:
     """A row by position (``row``: one piece of one shard is read) or the rows whose fields equal ``key``
     (``{"id": 123}``, or ``["id=123"]``; values in text are parsed by the field's type).
@@ -191,7 +195,7 @@ def find(
     notes = []
     if contract_key and set(wanted) != set(contract_key):
         notes.append(f"{', '.join(wanted)} is not the contract's key ({', '.join(contract_key)})")
-    matches = source.find(wanted, all=all, limit=limit)
+    matches = source.find(wanted, all=all, limit=limit, progress=progress)
     page = source.take(
         list(matches.positions), columns=columns, selection={"kind": "find", "key": shown, "all": all}
     )
@@ -251,6 +255,7 @@ def episodes(
     registry: str | Registry | None = None,
     storage_options: Mapping[str, Any] | None = None,
     cache_dir: str | None = None,
+    progress: Progress | None = None,
 ) -> EpisodeReport:
     """Every episode of an RL dataset summarised (length, return, where the terminal flag fires) with its
     anomalies (no terminal step, NaN rewards, steps out of order...). Reads only the RL columns."""
@@ -268,7 +273,7 @@ def episodes(
         raise InputError(
             f"{source.ref}: RL field {masked[0]!r} is classified; pass --unmask {masked[0]} (audited)"
         )
-    found = source.episodes()
+    found = source.episodes(progress=progress)
     anomalous = [e for e in found if e.anomalies]
     counts: dict[str, int] = {}
     for summary in anomalous:

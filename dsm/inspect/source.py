@@ -20,8 +20,8 @@ import bisect
 import contextlib
 import posixpath
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import IO, Any
+from dataclasses import replace
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -34,7 +34,7 @@ from dsm.inspect.episodes import EpisodeLayout, EpisodeSummary, EpisodeTracker
 from dsm.inspect.index import IndexCache
 from dsm.inspect.masking import MaskPolicy
 from dsm.inspect.media import MediaRef, media_type_of_path, sniff
-from dsm.inspect.positions import runs, sample_positions
+from dsm.inspect.positions import MAX_ROWS, KeyMatches, check_count, runs, sample_positions
 from dsm.inspect.roles import RoleProposal, infer_roles
 from dsm.inspect.view import (
     FieldView,
@@ -48,10 +48,11 @@ from dsm.registry import Registry, open_registry
 from dsm.shards import iter_open_shard, open_shard
 from dsm.storage import Location, location, redact
 
+if TYPE_CHECKING:
+    from dsm.engine import Progress
+
 __all__ = ["MAX_ROWS", "KeyMatches", "MediaRef", "RowSource", "open_rows"]
 
-MAX_ROWS = 100_000
-"""The most rows one look returns; iterate with ``dsm.open`` for more."""
 
 RANDOM_BLOCK = 1 << 20
 """Read-ahead of remote files opened for random access (a look reads a few pieces, not the whole file)."""
@@ -59,16 +60,6 @@ RANDOM_BLOCK = 1 << 20
 BATCH_BYTES = 16 << 20
 """Stored bytes decoded at once (at most 65,536 rows): memory stays bounded for wide rows (images, long
 text) whatever the size of a row group."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class KeyMatches:
-    """Positions of the rows whose key fields equal the values asked, and how many rows were read."""
-
-    positions: tuple[int, ...]
-    scanned_rows: int
-    complete: bool
-    """True when every row was looked at (``all``, or no match); False when the scan stopped early."""
 
 
 def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
@@ -330,7 +321,7 @@ class RowSource:
 
     def read(self, offset: int, count: int, *, columns: Sequence[str] | None = None) -> RowPage:
         """Rows ``offset`` up to ``offset + count`` (fewer at the end), rendered and masked."""
-        _check_count(count)
+        check_count(count)
         if offset < 0:
             raise InputError(f"offset must be at least 0, got {offset}")
         if offset > self.num_rows:
@@ -346,14 +337,14 @@ class RowSource:
         selection: Mapping[str, Any] | None = None,
     ) -> RowPage:
         """The rows at ``positions``, in that order, rendered and masked."""
-        _check_count(len(positions))
+        check_count(len(positions))
         table, places = self._take(list(positions), self._columns(columns))
         return self._page(table, places, selection or {"kind": "positions", "positions": list(positions)})
 
     def sample(self, count: int, *, seed: int = 0, columns: Sequence[str] | None = None) -> RowPage:
         """``count`` rows drawn uniformly from the whole dataset (same ``seed``, same rows), in position
         order; only the pieces holding them are decoded."""
-        _check_count(count)
+        check_count(count)
         positions = sample_positions(self.num_rows, count, seed)
         table, places = self._take(positions, self._columns(columns))
         return self._page(table, places, {"kind": "sample", "count": count, "seed": seed})
@@ -381,15 +372,35 @@ class RowSource:
                 batch_rows=batch_rows,
             )
 
-    def _scan(self, columns: Sequence[str]) -> Iterator[tuple[int, pa.RecordBatch]]:
-        """``(position of its first row, batch)`` over the whole dataset in order, unmasked."""
-        for shard in range(len(self.contract.shards)):
-            position = self._starts[shard]
-            for batch in self._scan_shard(shard, columns):
-                yield position, batch
-                position += batch.num_rows
+    def _scan(
+        self, columns: Sequence[str], progress: Progress | None = None, what: str = "scan"
+    ) -> Iterator[tuple[int, pa.RecordBatch]]:
+        """``(position of its first row, batch)`` over the whole dataset in order, unmasked; ``progress``
+        moves by the stored bytes each batch stands for."""
+        shards = self.contract.shards
+        if progress is not None:
+            progress.start(total_bytes=self.contract.total_bytes, total_units=len(shards), description=what)
+        try:
+            for shard in range(len(shards)):
+                position = self._starts[shard]
+                per_row = shards[shard].bytes / max(int(shards[shard].rows or 1), 1)
+                for batch in self._scan_shard(shard, columns):
+                    yield position, batch
+                    position += batch.num_rows
+                    if progress is not None:
+                        progress.advance(int(per_row * batch.num_rows))
+        finally:
+            if progress is not None:
+                progress.finish()
 
-    def find(self, key: Mapping[str, Any], *, all: bool = False, limit: int = 10_000) -> KeyMatches:
+    def find(
+        self,
+        key: Mapping[str, Any],
+        *,
+        all: bool = False,
+        limit: int = 10_000,
+        progress: Progress | None = None,
+    ) -> KeyMatches:
         """Positions of rows whose fields equal ``key`` (text values are parsed by the field's type).
 
         Reads only the key's columns; stops at the first match unless ``all`` (then at ``limit`` matches).
@@ -402,7 +413,7 @@ class RowSource:
         wanted = {name: self._key_value(name, value) for name, value in key.items()}
         found: list[int] = []
         scanned = 0
-        for position, batch in self._scan(columns):
+        for position, batch in self._scan(columns, progress, f"find in {self.ref}"):
             mask = None
             for name, value in wanted.items():
                 column = batch.column(name)
@@ -442,7 +453,11 @@ class RowSource:
     # ---------------------------------------------------------------------------------------- episodes
 
     def episodes(
-        self, *, positions: Sequence[int] | None = None, episode_ids: Sequence[Any] | None = None
+        self,
+        *,
+        positions: Sequence[int] | None = None,
+        episode_ids: Sequence[Any] | None = None,
+        progress: Progress | None = None,
     ) -> tuple[EpisodeSummary, ...]:
         """Summaries of the episodes of an RL dataset (see :mod:`dsm.inspect.episodes`): all of them, or
         those holding ``positions``, or with ``episode_ids``. () when the dataset has no RL roles.
@@ -460,7 +475,7 @@ class RowSource:
             for position, row in zip(sorted(set(positions)), range(table.num_rows), strict=True):
                 tracker.add(table.slice(row, 1), position)
             return tuple(tracker.finish())
-        every = self._all_episodes(layout)
+        every = self._all_episodes(layout, progress)
         if positions is None and episode_ids is None:
             return every
         if positions is not None and layout.layout == "rows" and layout.episode is not None:
@@ -472,12 +487,14 @@ class RowSource:
         spots = sorted(set(positions or ()))
         return tuple(e for e in every if any(e.first_position <= p <= e.last_position for p in spots))
 
-    def _all_episodes(self, layout: EpisodeLayout) -> tuple[EpisodeSummary, ...]:
+    def _all_episodes(
+        self, layout: EpisodeLayout, progress: Progress | None = None
+    ) -> tuple[EpisodeSummary, ...]:
         """Every episode, from one scan of the RL columns, kept for this source's life (a viewer paging
         through the rows pays for the scan once)."""
         if self._episodes is None:
             tracker = EpisodeTracker(layout)
-            for position, batch in self._scan(layout.columns):
+            for position, batch in self._scan(layout.columns, progress, f"episodes of {self.ref}"):
                 tracker.add(batch, position)
             self._episodes = tuple(tracker.finish())
         return self._episodes
@@ -562,15 +579,6 @@ class RowSource:
 
 def _hashable(value: Any) -> Any:
     return tuple(_hashable(v) for v in value) if isinstance(value, list) else value
-
-
-def _check_count(count: int) -> None:
-    if count < 0:
-        raise InputError(f"the number of rows must be at least 0, got {count}")
-    if count > MAX_ROWS:
-        raise InputError(
-            f"{count:,} rows is more than one look shows (at most {MAX_ROWS:,}); use dsm.open to iterate"
-        )
 
 
 def open_rows(
