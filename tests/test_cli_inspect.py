@@ -469,3 +469,19 @@ def test_json_is_one_document_and_nothing_else(tmp_path: Path) -> None:
         result = cli(*args, "--registry", registry, "--json")
         json.load(io.StringIO(result.stdout))
         assert result.stdout.strip().startswith("{") and result.stdout.strip().endswith("}")
+
+
+def test_a_terminal_shows_long_values_cut_and_says_so(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    import dsm
+    from dsm.cli.inspect import render_page
+
+    long_text = "\n".join(f"line {i}" for i in range(50))
+    table = pa.table({"id": [0], "text": [long_text]})
+    registry = _register(tmp_path, table, None, "long")
+    page = dsm.head("long", registry=registry)
+    screen = Console(file=io.StringIO(), force_terminal=True, width=120, color_system=None)
+    render_page(page, screen, title="rows 0-0")
+    shown = screen.file.getvalue()  # type: ignore[attr-defined]
+    assert "line 11" in shown and "line 12" not in shown and "... 38 more lines" in shown
