@@ -270,7 +270,7 @@ def _render(report: bench_lib.BenchReport) -> None:
 def _gate_figure(value: float, unit: str) -> str:
     """A gate's figure with its unit: ``23.4%`` (a drop), ``182 MB/s``, ``0.52 s``, ``3`` (errors)."""
     if unit == "%":
-        return f"{value:.3g}%"
+        return f"{value:,.1f}%"
     if unit == "B/s":
         return si(value, "B/s")
     if unit == "s":
