@@ -131,3 +131,37 @@ def test_the_weights_add_up_exactly() -> None:
     for _ in range(3):
         passes.advance(90)
     assert sum(bar.steps) == 90
+
+
+@pytest.mark.parametrize("total", [0, 40_000_000])
+def test_the_bar_shows_bytes_done_and_a_rate_with_or_without_a_total(
+    monkeypatch: pytest.MonkeyPatch, total: int
+) -> None:
+    """The CLI's own bar on a terminal, on a clock the test moves: a benchmark that runs for a duration (no
+    total) shows the bytes done, a rate and the time spent; with a total, the bytes of the total. Never a
+    ``?``, and a rate once bytes moved."""
+    import functools
+    import io
+
+    from rich.console import Console
+    from rich.progress import Progress
+
+    import dsm.cli.render as render
+
+    clock = [0.0]
+    monkeypatch.setattr(render, "err_console", Console(file=io.StringIO(), force_terminal=True))
+    monkeypatch.setattr(render, "Progress", functools.partial(Progress, get_time=lambda: clock[0]))
+    bar = render.BarProgress()
+    bar.start(total_bytes=total, total_units=2, description="bench web")
+    for _ in range(4):
+        clock[0] += 1.0
+        bar.advance(5_000_000)
+    assert bar._bar is not None
+    screen = Console(file=io.StringIO(), width=200, color_system=None)
+    screen.print(bar._bar.make_tasks_table(bar._bar.tasks))
+    bar.finish()
+    line = screen.file.getvalue().strip()  # type: ignore[attr-defined]
+    assert "?" not in line and line.startswith("bench web (2 shards)"), line
+    assert ("20.0 MB of 40.0 MB" if total else "20.0 MB ") in line and "5.0 MB/s" in line, line
+    if not total:
+        assert line.endswith("0:00:04"), line  # the time spent, not a time left it cannot know
