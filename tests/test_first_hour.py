@@ -164,3 +164,15 @@ def test_warnings_are_one_line(tmp_path: Path, sample_table: pa.Table) -> None:
     shown = runner.invoke(app, ["show", "d@1", "--registry", registry])
     lines = [line for line in shown.stderr.splitlines() if line.strip()]
     assert shown.exit_code == 0 and len(lines) == 1 and lines[0].startswith("warning: d@1 is deprecated")
+
+
+def test_an_empty_registry_is_named_not_shown_as_an_empty_table(tmp_path: Path) -> None:
+    registry = str(tmp_path / "no-such-registry[1]")
+    ran = runner.invoke(app, ["ls", "--registry", registry])
+    assert ran.exit_code == 0
+    assert (
+        ran.stdout.strip()
+        == f"no datasets in registry {registry}; `dsm register SOURCE --name NAME` adds one"
+    )
+    as_json = runner.invoke(app, ["ls", "--registry", registry, "--json"])
+    assert as_json.exit_code == 0 and json.loads(as_json.stdout) == []

@@ -26,6 +26,15 @@ def ls_(
     problems = [e for e in entries if e.problem is not None]
     if json_output:
         print_json([e.to_dict() for e in entries])
+    elif not entries:
+        from dsm.registry import default_registry_url
+        from dsm.storage import redact
+
+        # An empty table would not say which registry was read, and a mistyped one looks like this too.
+        url = redact(registry or default_registry_url())
+        console.print(
+            f"no datasets in registry {esc(url)}; `dsm register SOURCE --name NAME` adds one", highlight=False
+        )
     else:
         table = SafeTable(
             "name", "latest", "versions", "aliases", "format", "shards", "rows", "size", title="datasets"
