@@ -71,15 +71,57 @@ def _decode_errors(loc: Location, path: str, exc: Exception) -> FormatError:
     return FormatError(f"shard {redact(loc.url_of(path))}: cannot be decoded: {exc}", shard=path)
 
 
+# Arrow's own bound on nested types (its IPC reader refuses deeper ones). Every walk of a type in dsm and
+# in the libraries below it (schema checks, contracts, JSON) recurses, so a deeper type is refused here,
+# where a shard's schema first comes in, rather than found as a RecursionError wherever it is walked.
+MAX_NESTING = 64
+
+
+def _nesting(type_: pa.DataType) -> int:
+    """How many levels deep ``type_`` nests (1 for a flat type), without recursing."""
+    deepest, pending = 0, [(type_, 1)]
+    while pending:
+        current, depth = pending.pop()
+        deepest = max(deepest, depth)
+        if depth > MAX_NESTING:
+            break
+        pending.extend((current.field(i).type, depth + 1) for i in range(current.num_fields))
+        if pa.types.is_dictionary(current):
+            pending.append((current.value_type, depth))
+    return deepest
+
+
+def _undecodable(exc: BaseException) -> bool:
+    """Whether ``exc``, raised while a format decoded a shard, says its bytes do not decode (rather than
+    that reading them failed). pyarrow raises ``OSError(errno, ...)`` for what the OS refused and a plain
+    ``OSError(message)`` without an errno for bytes it cannot decode (a Parquet page header, a thrift
+    footer); other OSErrors are storage failures, mapped by the storage layer."""
+    if isinstance(exc, OSError) and not isinstance(exc, pa.ArrowException):
+        return type(exc) is OSError and exc.errno is None
+    return True
+
+
 def shard_schema(loc: Location, path: str, fmt: Format) -> pa.Schema:
-    """The schema stored in (or inferred from) one shard."""
+    """The schema stored in (or inferred from) one shard; a field nested deeper than :data:`MAX_NESTING`
+    is a :class:`~dsm.errors.FormatError` naming the shard and the field."""
     with open_shard(loc, path) as handle:
         try:
-            return fmt.read_schema(handle, shard=path)
+            schema = fmt.read_schema(handle, shard=path)
         except (FormatError, SchemaError):
             raise
-        except (pa.ArrowException, ValueError, UnicodeDecodeError, EOFError) as exc:
+        except (pa.ArrowException, ValueError, UnicodeDecodeError, EOFError, OSError, RecursionError) as exc:
+            if not _undecodable(exc):
+                raise
             raise _decode_errors(loc, path, exc) from None
+    for field in schema:
+        if _nesting(field.type) > MAX_NESTING:
+            raise FormatError(
+                f"shard {redact(loc.url_of(path))}: field {field.name!r} nests more than {MAX_NESTING} "
+                "levels deep (lists or structs within each other), more than dsm and Arrow read; flatten it",
+                shard=path,
+                field=field.name,
+            )
+    return schema
 
 
 @contextlib.contextmanager
@@ -139,8 +181,8 @@ def iter_open_shard(
             )
     except (FormatError, SchemaError):
         raise
-    except (pa.ArrowException, ValueError, UnicodeDecodeError, EOFError, OSError) as exc:
-        if isinstance(exc, OSError) and not isinstance(exc, pa.ArrowException):
+    except (pa.ArrowException, ValueError, UnicodeDecodeError, EOFError, OSError, RecursionError) as exc:
+        if not _undecodable(exc):
             raise
         raise _decode_errors(loc, path, exc) from None
 

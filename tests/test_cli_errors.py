@@ -559,3 +559,34 @@ def test_a_shard_that_does_not_decode_is_one_line_naming_it(tmp_path: Path, kind
         name,
         shard=name,
     )
+
+
+def _nested(depth: int) -> object:
+    value: object = 1
+    for level in range(depth - 1):
+        value = [value] if level % 2 else {"f": value}
+    return value
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "parquet"])
+def test_a_type_nested_too_deep_is_refused_naming_the_shard(tmp_path: Path, kind: str) -> None:
+    """A shard whose field nests beyond what dsm and Arrow walk is refused at its schema, by name (exit 2),
+    never as a RecursionError wherever the type is next walked; a depth dsm reads registers."""
+    import pyarrow.parquet as pq
+
+    from dsm.shards import MAX_NESTING
+
+    registry = str(tmp_path / "registry")
+    for depth, fine in ((MAX_NESTING - 4, True), (MAX_NESTING + 16, False)):
+        folder = tmp_path / f"{kind}-{depth}"
+        folder.mkdir()
+        rows = [{"id": 1, "deep": _nested(depth)}]
+        if kind == "jsonl":
+            (folder / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        else:
+            pq.write_table(pa.Table.from_pylist(rows), folder / "a.parquet")
+        args = ["register", str(folder), "--name", f"n{depth}", "--registry", registry]
+        if fine:
+            assert cli(args).exit_code == 0
+        else:
+            assert_error(args, 2, "FormatError", f"a.{kind}", shard=f"a.{kind}")

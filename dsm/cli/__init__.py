@@ -107,7 +107,8 @@ def _message(exc: BaseException, command: str) -> str:
     if isinstance(exc, typer.TyperException):
         return str(exc.format_message())
     if isinstance(exc, DsmError):
-        return redact(str(exc))
+        # One line, whatever a library below put in the text (pyarrow's decoding errors hold newlines).
+        return " ".join(redact(str(exc)).split())
     text = redact(f"{type(exc).__name__}: {exc}".splitlines()[0])
     return (
         f"internal error in `{command}` ({text}): this is a bug in dsm, not a problem with your data; "

@@ -504,6 +504,11 @@ class _ChunkParser:
             ) from None
         except ValueError as exc:
             raise FormatError(f"{_at(self.shard, line)}: invalid JSON ({exc})") from None
+        except RecursionError:
+            raise FormatError(
+                f"{_at(self.shard, line)}: values nest too deep to decode (lists or objects within each "
+                "other, hundreds of levels); flatten them"
+            ) from None
         if not isinstance(record, dict):
             raise FormatError(f"{_at(self.shard, line)}: expected a JSON object, got {_kind(record)}")
         return record
