@@ -59,9 +59,7 @@ def test_deep_verify_counts_the_data_once_and_moves_within_a_shard(tmp_path: Pat
         assert len(bar.steps) >= 15
 
 
-def test_deep_verify_reports_from_threads_on_an_object_store(storage: StorageRoot) -> None:
-    if storage.kind == "local":
-        pytest.skip("local disk is the forked-workers case above")
+def test_deep_verify_reports_from_threads_and_workers_on_every_store(storage: StorageRoot) -> None:
     fs = storage.fs()
     fs.makedirs(storage.url, exist_ok=True)
     with fs.open(storage.join("part-00000.parquet"), "wb") as handle:
