@@ -20,6 +20,7 @@ from dsm.cli import (
     policy,
     register,
     rewrite,
+    serve,
     storage_check,
     verify,
 )
@@ -49,5 +50,6 @@ for _module in (
     footprint,
     lifecycle,
     policy,
+    serve,
 ):
     _module.add_to(app)
