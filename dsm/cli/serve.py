@@ -9,7 +9,15 @@ from typing import Annotated
 
 import typer
 
-from dsm.cli.options import CacheDirOpt, JsonOpt, ReasonOpt, RegistryOpt, StorageOpt, UnmaskOpt, storage_options
+from dsm.cli.options import (
+    CacheDirOpt,
+    JsonOpt,
+    ReasonOpt,
+    RegistryOpt,
+    StorageOpt,
+    UnmaskOpt,
+    storage_options,
+)
 
 __all__ = ["add_to", "serve"]
 
@@ -22,7 +30,9 @@ def serve(
             help="Address to listen on (default 127.0.0.1: this machine only). Any other needs --token.",
         ),
     ] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="TCP port (0 picks a free one).")] = 8765,
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, help="TCP port (0 picks a free one).")
+    ] = 8765,
     token: Annotated[
         str | None,
         typer.Option(
@@ -37,7 +47,9 @@ def serve(
     reason: ReasonOpt = None,
     bench_reports: Annotated[
         str | None,
-        typer.Option("--bench-reports", help="A folder of `dsm bench --output` HTML reports to list under /bench."),
+        typer.Option(
+            "--bench-reports", help="A folder of `dsm bench --output` HTML reports to list under /bench."
+        ),
     ] = None,
     access_log: Annotated[
         bool, typer.Option("--access-log/--no-access-log", help="One line per request on stderr.")
@@ -87,7 +99,8 @@ def serve(
 
 _EPILOG = (
     "Examples:\n\n  dsm serve\n\n  dsm serve --registry s3://ml-registry/ --port 8080\n\n"
-    "  DSM_SERVE_TOKEN=$(python -c 'import secrets; print(secrets.token_urlsafe(24))') dsm serve --host 0.0.0.0\n\n"
+    "  export DSM_SERVE_TOKEN=$(python -c 'import secrets; print(secrets.token_urlsafe(24))')\n\n"
+    "  dsm serve --host 0.0.0.0 --port 8080\n\n"
     "  dsm serve --unmask email --reason 'ticket 4411'\n\n"
     "Pages: / (datasets), /d/NAME, /d/NAME@VERSION, /d/NAME@VERSION/rows?offset=0&length=100, "
     "/d/NAME@VERSION/row/N, /d/NAME@VERSION/episodes, /d/OLD/diff/NEW, /cutovers; add .json for the data."

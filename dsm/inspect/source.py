@@ -19,6 +19,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import posixpath
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import IO, TYPE_CHECKING, Any
@@ -101,6 +102,7 @@ class RowSource:
         self._storage_options = dict(storage_options or {})
         self._location: Location | None = None
         self._episodes: tuple[EpisodeSummary, ...] | None = None
+        self._episodes_lock = threading.Lock()
         self._starts = [0]
         for shard in contract.shards:
             self._starts.append(self._starts[-1] + int(shard.rows or 0))
@@ -492,12 +494,13 @@ class RowSource:
     ) -> tuple[EpisodeSummary, ...]:
         """Every episode, from one scan of the RL columns, kept for this source's life (a viewer paging
         through the rows pays for the scan once)."""
-        if self._episodes is None:
-            tracker = EpisodeTracker(layout)
-            for position, batch in self._scan(layout.columns, progress, f"episodes of {self.ref}"):
-                tracker.add(batch, position)
-            self._episodes = tuple(tracker.finish())
-        return self._episodes
+        with self._episodes_lock:  # one scan when several threads ask at once
+            if self._episodes is None:
+                tracker = EpisodeTracker(layout)
+                for position, batch in self._scan(layout.columns, progress, f"episodes of {self.ref}"):
+                    tracker.add(batch, position)
+                self._episodes = tuple(tracker.finish())
+            return self._episodes
 
     # -------------------------------------------------------------------------------------------- media
 

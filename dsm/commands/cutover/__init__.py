@@ -15,9 +15,10 @@ One process at a time runs a cutover (a lease with a heartbeat); a killed run is
 :func:`resume_cutover`, each stage continuing or finding its work done. Until ``complete`` starts,
 :func:`rollback_cutover` puts the alias back on the untouched source. See docs/cutover.md.
 
-This module is the API (the seven functions, and :func:`shadow_report` for the shadow's HTML report); the parts are :mod:`~dsm.commands.cutover.spec` (what the
-cutover does: the journal's ``created`` record), :mod:`~dsm.commands.cutover.runner` (lease, stages in
-order, hooks, reports), :mod:`~dsm.commands.cutover.stages`, :mod:`~dsm.commands.cutover.plan`,
+This module is the API (the seven functions, and :func:`shadow_report`, the shadow stage's bench report);
+the parts are :mod:`~dsm.commands.cutover.spec` (what the cutover does: the journal's ``created`` record),
+:mod:`~dsm.commands.cutover.runner` (lease, stages in order, hooks, reports),
+:mod:`~dsm.commands.cutover.stages`, :mod:`~dsm.commands.cutover.plan`,
 :mod:`~dsm.commands.cutover.state`, :mod:`~dsm.commands.cutover.journal`, :mod:`~dsm.commands.cutover.lease`,
 :mod:`~dsm.commands.cutover.prices`, :mod:`~dsm.commands.cutover.estimate`,
 :mod:`~dsm.commands.cutover.speed` and :mod:`~dsm.commands.cutover.shadow`.

@@ -23,7 +23,16 @@ if TYPE_CHECKING:
     from dsm.viewers.web.config import ServeConfig, serve_config
     from dsm.viewers.web.server import ServeInfo, serve
 
-__all__ = ["EXTRA", "REQUIRES", "ServeConfig", "ServeInfo", "create_app", "require_web", "serve", "serve_config"]
+__all__ = [
+    "EXTRA",
+    "REQUIRES",
+    "ServeConfig",
+    "ServeInfo",
+    "create_app",
+    "require_web",
+    "serve",
+    "serve_config",
+]
 
 EXTRA = "web"
 REQUIRES = ("starlette", "uvicorn", "jinja2")

@@ -81,7 +81,9 @@ def _templates() -> Jinja2Templates:
     return Jinja2Templates(env=env)
 
 
-def create_app(config: ServeConfig, *, registry: Registry | None = None, port: int | None = None) -> Starlette:
+def create_app(
+    config: ServeConfig, *, registry: Registry | None = None, port: int | None = None
+) -> Starlette:
     """The app for ``config`` (``registry`` overrides ``config.registry``; ``port`` is the one the server
     listens on, for the ``Host`` check)."""
     state = ServerState(config, registry)

@@ -29,7 +29,14 @@ from dsm.viewers.web.jobs import Job, JobProgress
 from dsm.viewers.web.refs import pinned, url_reference
 from dsm.viewers.web.state import ServerState
 
-__all__ = ["SHARDS_PER_PAGE", "dataset_page", "lineage_layout", "registry_page", "verify_page", "version_page"]
+__all__ = [
+    "SHARDS_PER_PAGE",
+    "dataset_page",
+    "lineage_layout",
+    "registry_page",
+    "verify_page",
+    "version_page",
+]
 
 SHARDS_PER_PAGE = 500
 
@@ -52,7 +59,7 @@ def lineage_layout(entries: Sequence[LogEntry]) -> dict[str, Any]:
     """Boxes and edges of the lineage tree for an SVG: one row per version (newest first, as ``dsm log``
     lists them), indented by depth; an edge from each parent to the versions made from it."""
     width, height, indent, gap = 230, 44, 36, 14
-    boxes = {}
+    boxes: dict[int, dict[str, Any]] = {}
     for row, entry in enumerate(entries):
         boxes[entry.version] = {
             "version": entry.version,

@@ -29,10 +29,13 @@ REPORT_POLICY = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; s
 """A report is self-contained HTML with inline SVG and no script: it may style itself, run nothing and
 reach nothing."""
 
+
 def _running(report: dict[str, Any]) -> bool:
     """Whether a process holds the cutover's lease now (the page then refreshes itself)."""
     lease = report.get("lease")
-    return bool(lease) and not lease.get("released") and float(lease.get("expires") or 0) > time.time()
+    if not isinstance(lease, dict):
+        return False
+    return not lease.get("released") and float(lease.get("expires") or 0) > time.time()
 
 
 def cutovers_page(request: Request, state: ServerState) -> Page:
@@ -125,4 +128,6 @@ def bench_report(request: Request, state: ServerState) -> Response:
     found = _reports(loc)
     if name not in found:
         raise DatasetNotFound(f"no bench report named {name[:80]!r} in {redact(loc.url_of(''))}")
-    return Response(loc.read_bytes(name), media_type="text/html", headers={"Content-Security-Policy": REPORT_POLICY})
+    return Response(
+        loc.read_bytes(name), media_type="text/html", headers={"Content-Security-Policy": REPORT_POLICY}
+    )

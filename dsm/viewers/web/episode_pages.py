@@ -93,11 +93,15 @@ def _steps_of_rows(
     page: RowPage, summary: EpisodeSummary, fields: Mapping[str, str | None], ref: str, first_index: int
 ) -> list[dict[str, Any]]:
     views = {f.name: f.to_dict() for f in page.fields}
-    steps = []
+    steps: list[dict[str, Any]] = []
     episode_field = fields.get("episode")
     for row in page.rows:
         cells = {c.field: c for c in row.cells}
-        if episode_field and episode_field in cells and plain(cells[episode_field].value) != plain(summary.episode):
+        if (
+            episode_field
+            and episode_field in cells
+            and plain(cells[episode_field].value) != plain(summary.episode)
+        ):
             continue  # a row of another episode between this one's first and last rows
         step: dict[str, Any] = {"index": first_index + len(steps), "position": row.position}
         for role in ("step", "reward", "done", "terminated", "truncated"):
@@ -122,7 +126,9 @@ def _steps_of_rows(
     return steps
 
 
-def _steps_of_lists(page: RowPage, fields: Mapping[str, str | None], offset: int, count: int) -> list[dict[str, Any]]:
+def _steps_of_lists(
+    page: RowPage, fields: Mapping[str, str | None], offset: int, count: int
+) -> list[dict[str, Any]]:
     """The ``list`` layout: one row holds the episode, each RL column a list of its steps."""
     row = page.rows[0]
     cells = {c.field: c for c in row.cells}
@@ -132,7 +138,10 @@ def _steps_of_lists(page: RowPage, fields: Mapping[str, str | None], offset: int
         value = cells[name].value if name and name in cells else None
         return value if isinstance(value, list) else None
 
-    columns = {role: values(role) for role in ("step", "reward", "done", "terminated", "truncated", "observation", "action")}
+    columns = {
+        role: values(role)
+        for role in ("step", "reward", "done", "terminated", "truncated", "observation", "action")
+    }
     length = max((len(v) for v in columns.values() if v is not None), default=0)
     steps = []
     for index in range(offset, min(length, offset + count)):
@@ -143,13 +152,19 @@ def _steps_of_lists(page: RowPage, fields: Mapping[str, str | None], offset: int
         for role in ("observation", "action"):
             found = columns[role]
             value = found[index] if found is not None and index < len(found) else None
-            step[role] = None if value is None else {"summary": str(value)[:120], "kind": role, "value": value, "media": None}
+            step[role] = (
+                None
+                if value is None
+                else {"summary": str(value)[:120], "kind": role, "value": value, "media": None}
+            )
         step["anomalies"] = []
         steps.append(step)
     return steps
 
 
-def reward_plot(steps: Sequence[Mapping[str, Any]], terminal: int | None, *, width: int = 720, height: int = 180) -> dict[str, Any]:
+def reward_plot(
+    steps: Sequence[Mapping[str, Any]], terminal: int | None, *, width: int = 720, height: int = 180
+) -> dict[str, Any]:
     """Points of the reward line (SVG coordinates), NaN steps, the terminal step's x and the axis range."""
     pad_x, pad_y = 44, 16
     rewards = [_number(s.get("reward")) for s in steps]
@@ -182,7 +197,9 @@ def reward_plot(steps: Sequence[Mapping[str, Any]], terminal: int | None, *, wid
         "width": width,
         "height": height,
         "lines": [" ".join(s) for s in segments if s],
-        "dots": [{"x": x_of(i), "y": y_of(r)} for i, r in enumerate(rewards) if r is not None and math.isfinite(r)],
+        "dots": [
+            {"x": x_of(i), "y": y_of(r)} for i, r in enumerate(rewards) if r is not None and math.isfinite(r)
+        ],
         "nan_x": nans,
         "terminal_x": terminal_x,
         "low": low,
@@ -224,7 +241,9 @@ def episode_page(request: Request, state: ServerState) -> Page:
     length = query_int(params, "length", MAX_STEPS, minimum=1, maximum=MAX_STEPS)
     if layout.layout == "list":
         offset = query_int(params, "offset", 0, maximum=max(summary.length - 1, 0))
-        page = source.take([summary.first_position], selection={"kind": "episode", "episode": plain(summary.episode)})
+        page = source.take(
+            [summary.first_position], selection={"kind": "episode", "episode": plain(summary.episode)}
+        )
         steps = _steps_of_lists(page, fields, offset, length)
         span = summary.length
     else:
@@ -248,8 +267,12 @@ def episode_page(request: Request, state: ServerState) -> Page:
             "previous_episode": links.episode_url(ref, ids[at - 1]) if at > 0 else None,
             "next_episode": links.episode_url(ref, ids[at + 1]) if at + 1 < len(ids) else None,
             "episodes": links.episodes_url(ref),
-            "earlier_steps": f"{links.episode_url(ref, episode_id)}&offset={max(0, offset - length)}" if offset else None,
-            "later_steps": f"{links.episode_url(ref, episode_id)}&offset={offset + length}" if offset + length < span else None,
+            "earlier_steps": f"{links.episode_url(ref, episode_id)}&offset={max(0, offset - length)}"
+            if offset
+            else None,
+            "later_steps": f"{links.episode_url(ref, episode_id)}&offset={offset + length}"
+            if offset + length < span
+            else None,
         },
     }
     return Page(

@@ -39,6 +39,7 @@ __all__ = [
 
 JSON_SUFFIX = ".json"
 
+
 class Refused(InputError):
     """A request for something the server will not show (a masked field's bytes): answered 403."""
 

@@ -106,7 +106,11 @@ def rows_page(request: Request, state: ServerState) -> Page:
         template="rows.html",
         title=f"{ref} rows {offset:,}-{offset + max(len(page.rows), 1) - 1:,}",
         data=data,
-        context={"columns_text": columns_text or "", "version": contract.version, "lengths": (10, 25, 50, 100)},
+        context={
+            "columns_text": columns_text or "",
+            "version": contract.version,
+            "lengths": (10, 25, 50, 100),
+        },
     )
 
 
@@ -170,7 +174,9 @@ def find_page(request: Request, state: ServerState) -> Page | Response:
     if "row" in params and not pairs:
         position = query_int(params, "row", 0)
         if position >= source.num_rows:
-            raise DatasetNotFound(f"{source.ref} has no row {position:,}: rows are 0 to {source.num_rows - 1:,}")
+            raise DatasetNotFound(
+                f"{source.ref} has no row {position:,}: rows are 0 to {source.num_rows - 1:,}"
+            )
         positions, scanned, complete = [position], 1, True
         query: dict[str, Any] = {"row": position}
     elif pairs:
@@ -227,7 +233,7 @@ def _media_args(request: Request, source: RowSource) -> tuple[int, str]:
 def media_info(request: Request, state: ServerState) -> Response:
     """``/d/REF/media.json``: where a media value's bytes are (the layer's ``MediaRef``: source, media
     type, size, byte range in the shard) and the URL that serves them."""
-    contract, source, ref = _opened(request, state)
+    _, source, ref = _opened(request, state)
     position, field = _media_args(request, source)
     found = source.media_ref(position, field)
     return json_response(dict(found.to_dict(), src=links.media_url(ref, position, field), dataset=ref))
@@ -279,7 +285,10 @@ def media(request: Request, state: ServerState) -> Response:
         body = source.media_bytes(position, field, start=start, end=end)
         return Response(body, status_code=status, headers=headers, media_type=content_type)
     return StreamingResponse(
-        _chunks(source, position, field, start, end), status_code=status, headers=headers, media_type=content_type
+        _chunks(source, position, field, start, end),
+        status_code=status,
+        headers=headers,
+        media_type=content_type,
     )
 
 

@@ -67,7 +67,9 @@ def bind(host: str, port: int) -> socket.socket:
         if exc.errno == errno.EADDRNOTAVAIL:
             raise InputError(f"--host {host} is not an address of this machine") from None
         if exc.errno == errno.EACCES:
-            raise StorageError(f"no permission to listen on {host}:{port}: ports below 1024 need privileges") from None
+            raise StorageError(
+                f"no permission to listen on {host}:{port}: ports below 1024 need privileges"
+            ) from None
         raise StorageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     return sock
 

@@ -73,7 +73,9 @@ class ServerState:
             return reg.get(name, usable[-1])
         if selector.isdigit():
             if int(selector) not in versions:
-                raise DatasetNotFound(f"{name} has no version {selector}; versions: {versions[0]} to {versions[-1]}")
+                raise DatasetNotFound(
+                    f"{name} has no version {selector}; versions: {versions[0]} to {versions[-1]}"
+                )
             return reg.get(name, int(selector))
         aliases = reg.aliases(name)
         if selector not in aliases:
@@ -86,7 +88,7 @@ class ServerState:
 
     def source(self, contract: Contract) -> RowSource:
         """The row source of ``contract``'s version (opened once; unmasking audited when it opens)."""
-        key = (contract.name, int(contract.version))
+        key = (contract.name, int(contract.version or 0))
         with self._lock:
             found = self._sources.get(key)
             if found is not None:
