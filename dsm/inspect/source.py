@@ -62,6 +62,10 @@ BATCH_BYTES = 16 << 20
 """Stored bytes decoded at once (at most 65,536 rows): memory stays bounded for wide rows (images, long
 text) whatever the size of a row group."""
 
+LOOK_BATCH_ROWS = 1024
+"""Rows decoded at once by a look (``read``, ``take``): decoding stops at the batch holding the last row asked,
+so a page near the start of a row group does not decode the rest of it."""
+
 
 def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
     if not tables:
@@ -249,7 +253,7 @@ class RowSource:
                         stop=stop,
                         schema=self.schema,
                         columns=columns,
-                        batch_rows=self._batch_rows(shard),
+                        batch_rows=min(self._batch_rows(shard), max(LOOK_BATCH_ROWS, stop - start)),
                     )
                 )
             except (FormatError, SchemaError, InputError):

@@ -31,11 +31,17 @@ def _cut_text(text: str, chars: int) -> tuple[str, dict[str, int] | None]:
 def cut_cell(cell: Mapping[str, Any], *, chars: int = CELL_CHARS, items: int = CELL_ITEMS) -> dict[str, Any]:
     """A copy of a cell's dict (``CellView.to_dict()``) with its value cut to ``chars`` characters or
     ``items`` items; ``truncated`` says how much there was."""
-    out = dict(cell)
     value = cell.get("value")
+    details = cell.get("details") or {}
+    if (
+        cell.get("masked")
+        or value is None
+        or isinstance(value, (bool, int, float))
+        or (isinstance(value, str) and len(value) <= chars)
+    ) and "folded" not in details:
+        return dict(cell)  # nothing to cut (the common case: scalars and short text)
+    out = dict(cell)
     cut: dict[str, int] | None = None
-    if cell.get("masked"):
-        return out
     if isinstance(value, str):
         out["value"], cut = _cut_text(value, chars)
     elif cell.get("kind") == "messages" and isinstance(value, list):
@@ -59,7 +65,6 @@ def cut_cell(cell: Mapping[str, Any], *, chars: int = CELL_CHARS, items: int = C
         if text_len > chars * 4:
             out["value"] = None
             cut = {"chars": text_len, "shown": 0}
-    details = cell.get("details") or {}
     folded = details.get("folded")
     if folded is not None and len(repr(folded)) > chars * 4:
         out["details"] = {k: v for k, v in details.items() if k != "folded"}

@@ -50,8 +50,9 @@ def _cut(row: dict[str, Any]) -> dict[str, Any]:
 
 def diff_page(request: Request, state: ServerState) -> Page:
     """Rows added, removed and changed between OLD and NEW; ``key`` (repeatable) overrides OLD's key."""
-    old_contract = state.contract(request.path_params["ref"])
-    new_contract = state.contract(request.path_params["new"])
+    old = state.opened(request.path_params["ref"])
+    new = state.opened(request.path_params["new"])
+    old_contract, new_contract = old.contract, new.contract
     params = request.query_params
     key = tuple(params.getlist("key")) or None
     kind = params.get("kind") or "changed"
@@ -59,8 +60,6 @@ def diff_page(request: Request, state: ServerState) -> Page:
         raise InputError(f"kind={kind[:40]!r}: one of {', '.join(DIFF_KINDS)}")
     offset = query_int(params, "offset", 0)
     length = query_int(params, "length", DEFAULT_LENGTH, minimum=1, maximum=MAX_LENGTH)
-    old = state.source(old_contract)
-    new = state.source(new_contract)
     old_ref = pinned(old_contract.name, int(old_contract.version or 0))
     new_ref = pinned(new_contract.name, int(new_contract.version or 0))
 

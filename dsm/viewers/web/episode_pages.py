@@ -30,9 +30,8 @@ MAX_STEPS = 500
 
 
 def _source(request: Request, state: ServerState) -> tuple[RowSource, str]:
-    contract = state.contract(request.path_params["ref"])
-    source = state.source(contract)
-    ref = f"{contract.name}@{contract.version}"
+    source = state.opened(request.path_params["ref"])
+    ref = f"{source.contract.name}@{source.contract.version}"
     layout = source.episode_layout
     if layout is None:
         raise DatasetNotFound(

@@ -78,8 +78,18 @@ class Page:
 
 
 def json_text(data: Any) -> str:
-    """``data`` as JSON: plain values only (NaN and infinities as text, times ISO 8601)."""
-    return json.dumps(plain(data), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    """``data`` as JSON: plain values only (NaN and infinities as text, times ISO 8601).
+
+    The view model is plain already (the fast path); anything else (a NaN in a cutover's evidence, a time)
+    goes through :func:`dsm.inspect.view.plain` first."""
+    try:
+        return json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=_refuse)
+    except (ValueError, TypeError):
+        return json.dumps(plain(data), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def _refuse(value: Any) -> Any:
+    raise TypeError(f"not plain: {type(value).__name__}")
 
 
 def json_response(data: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:

@@ -54,8 +54,9 @@ def _columns(text: str | None) -> list[str] | None:
 
 
 def _opened(request: Request, state: ServerState) -> tuple[Contract, RowSource, str]:
-    contract = state.contract(request.path_params["ref"])
-    return contract, state.source(contract), pinned(contract.name, int(contract.version or 0))
+    source = state.opened(request.path_params["ref"])
+    contract = source.contract
+    return contract, source, pinned(contract.name, int(contract.version or 0))
 
 
 def _media_links(ref: str, page: RowPage) -> dict[int, dict[str, str]]:

@@ -57,10 +57,14 @@ class ServerState:
                 f"--unmask {missing[0]}: no dataset in the registry has a classified field of that name"
             )
 
-    def contract(self, text: str) -> Contract:
-        """The contract a URL reference names (``NAME`` is its newest version that is not retired)."""
+    def version_of(self, text: str) -> tuple[str, int]:
+        """``(name, version)`` a URL reference names (``NAME`` is its newest version that is not retired)."""
         name, selector = url_reference(text)
         reg = self.registry
+        if selector is not None and selector.isdigit():
+            with self._lock:
+                if (name, int(selector)) in self._sources:
+                    return name, int(selector)  # open already: it exists (versions are never removed)
         # Never Registry.resolve(text): a reference ending in .yaml would be read as a contract file.
         versions = reg.versions(name)
         if not versions:
@@ -70,17 +74,32 @@ class ServerState:
             usable = [v for v in versions if v not in statuses or statuses[v].status != "retired"]
             if not usable:
                 raise DatasetNotFound(f"every version of {name} is retired; name one: {name}@{versions[-1]}")
-            return reg.get(name, usable[-1])
+            return name, usable[-1]
         if selector.isdigit():
             if int(selector) not in versions:
                 raise DatasetNotFound(
                     f"{name} has no version {selector}; versions: {versions[0]} to {versions[-1]}"
                 )
-            return reg.get(name, int(selector))
+            return name, int(selector)
         aliases = reg.aliases(name)
         if selector not in aliases:
             raise DatasetNotFound(f"{name} has no alias {selector!r}; aliases: {sorted(aliases) or 'none'}")
-        return reg.get(name, aliases[selector])
+        return name, aliases[selector]
+
+    def contract(self, text: str) -> Contract:
+        """The contract a URL reference names, read now (with its current status)."""
+        return self.registry.get(*self.version_of(text))
+
+    def opened(self, text: str) -> RowSource:
+        """The row source of the version a URL reference names: the open one, else opened now (its
+        contract read once: a version's contract never changes)."""
+        key = self.version_of(text)
+        with self._lock:
+            found = self._sources.get(key)
+            if found is not None:
+                self._sources.move_to_end(key)
+                return found
+        return self.source(self.registry.get(*key))
 
     def unmask_for(self, contract: Contract) -> tuple[str, ...]:
         classified = {f.name for f in contract.schema.fields if f.classification}
