@@ -725,3 +725,24 @@ def test_a_real_server_starts_answers_and_stops(web: WebRegistry) -> None:
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=30) == 130  # interrupted, as every dsm command
     assert "Traceback" not in (process.stderr.read() if process.stderr else "")
+
+
+def test_a_failed_diff_stays_failed_until_retried(client: TestClient) -> None:
+    url = "/d/chats@1/diff/chats@2.json?key=lang"  # lang repeats: the comparison refuses it
+    for _ in range(600):
+        answer = client.get(url)
+        if answer.status_code != 202:
+            break
+        time.sleep(0.05)
+    assert answer.status_code == 400 and answer.json()["job"]["state"] == "failed"
+    finished = answer.json()["job"]["finished_at"]
+    again = client.get(url)
+    assert again.status_code == 400 and again.json()["job"]["finished_at"] == finished  # not run again
+    assert client.get(url + "&retry=1").json()["job"]["state"] in ("queued", "running", "failed")
+
+
+def test_the_access_log_hides_key_values(client: TestClient, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("INFO", logger="dsm.serve.access")
+    client.get("/d/chats@1/find.json?key=email=person3.secret@example.org")
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "/d/chats@1/find.json?key=***" in logged and "person3" not in logged

@@ -215,7 +215,9 @@ def verify_page(request: Request, state: ServerState) -> Page:
     def work(progress: JobProgress) -> VerifyReport:
         return verify(contract, deep=deep, registry=registry, storage_options=options, progress=progress)
 
-    job = state.jobs.submit(_verify_key(contract, deep), "verify", work)
+    job = state.jobs.submit(
+        _verify_key(contract, deep), "verify", work, retry=request.query_params.get("retry") == "1"
+    )
     data = dict(_verify_data(job), dataset=contract.ref)
     return Page(
         template="verify.html",

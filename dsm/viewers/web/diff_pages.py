@@ -67,7 +67,11 @@ def diff_page(request: Request, state: ServerState) -> Page:
         return DiffResult(compare_rows(old, new, key=key, progress=progress))
 
     job = state.jobs.submit(
-        ("diff", old_ref, new_ref, key), "diff", work, close=lambda result: result.close()
+        ("diff", old_ref, new_ref, key),
+        "diff",
+        work,
+        close=lambda result: result.close(),
+        retry=request.query_params.get("retry") == "1",
     )
     data: dict[str, Any] = {"old": old_ref, "new": new_ref, "key": list(key or ()), "job": job.to_dict()}
     if not job.finished:

@@ -127,14 +127,15 @@ class Jobs:
         work: Callable[[JobProgress], Any],
         *,
         close: Callable[[Any], None] | None = None,
+        retry: bool = False,
     ) -> Job:
         """The job of ``key``: the one already known, else ``work`` queued (refused when the queue is
-        full). A failed job is started again when asked for again."""
+        full). A failed job stays failed (its error is the answer) unless ``retry``."""
         with self._lock:
             if self._closed:
                 raise StorageError("the server is stopping; no new work is started")
             known = self._jobs.get(key)
-            if known is not None and known.state != "failed":
+            if known is not None and not (retry and known.state == "failed"):
                 self._jobs.move_to_end(key)
                 return known
             waiting = sum(1 for j in self._jobs.values() if not j.finished)

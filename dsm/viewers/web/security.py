@@ -16,7 +16,8 @@ In order:
 Answers get a Content-Security-Policy that allows this server's own scripts, styles and media and nothing
 else (no CDN, no network), ``nosniff``, no referrer and no framing. The access log (logger
 ``dsm.serve.access``) never holds the token: the ``token`` query parameter is dropped from logged URLs, and
-headers and cookies are never logged.
+headers and cookies are never logged; the values of ``key`` parameters (a lookup may name a classified
+field's value) are logged as ``***``.
 """
 
 from __future__ import annotations
@@ -56,14 +57,19 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 access_log = logging.getLogger("dsm.serve.access")
 
 
-def logged_path(scope: Scope) -> str:
-    """The request's path and query as the access log shows it: without the token."""
+def logged_path(scope: Scope, *, keys: bool = False) -> str:
+    """The request's path and query as the access log shows it: without the token, and (unless ``keys``)
+    with the values of ``key`` parameters hidden (a key may be a classified field's value)."""
     path = str(scope.get("path", ""))
     raw = scope.get("query_string", b"").decode("latin-1")
     if not raw:
         return path
-    kept = [(k, v) for k, v in parse_qsl(raw, keep_blank_values=True) if k != "token"]
-    return f"{path}?{urlencode(kept)}" if kept else path
+    kept = [
+        (k, v if keys or k != "key" else "***")
+        for k, v in parse_qsl(raw, keep_blank_values=True)
+        if k != "token"
+    ]
+    return f"{path}?{urlencode(kept, safe='*')}" if kept else path
 
 
 class Guard:
@@ -132,8 +138,7 @@ class Guard:
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True))
         offered = query.get("token")
         if offered is not None and self._matches(offered):
-            target = logged_path(scope)
-            redirect = RedirectResponse(target, status_code=303)
+            redirect = RedirectResponse(logged_path(scope, keys=True), status_code=303)
             assert self._cookie is not None
             redirect.set_cookie(COOKIE, self._cookie, httponly=True, samesite="strict", path="/")
             return redirect
