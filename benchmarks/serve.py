@@ -200,7 +200,7 @@ def load(
 
 
 def _first_id(body: bytes) -> int | None:
-    """The ``id`` of the first row of a response (both servers' shapes), to check the page is the one asked."""
+    """The ``id`` of the first row of a response (either server's shape): the page must be the one asked."""
     data = json.loads(body)
     rows = data["rows"]
     if len(rows) != LENGTH:
@@ -306,7 +306,8 @@ def main() -> None:
     for name, runs in (("`dsm serve` rows API", ours), ("peer: bare Starlette + pyarrow row group", peers)):
         cpu = statistics.median(r.cpu_s / max(r.requests, 1) * 1000 for r in runs)
         print(
-            f"| {name} | {med(runs, 'rate'):.1f} | {med(runs, 'p50_ms'):.0f} ms | {med(runs, 'p99_ms'):.0f} ms "
+            f"| {name} | {med(runs, 'rate'):.1f} | {med(runs, 'p50_ms'):.0f} ms "
+            f"| {med(runs, 'p99_ms'):.0f} ms "
             f"| {med(runs, 'rss_mb'):.0f} MB | {cpu:.1f} | {sum(r.errors for r in runs)} |"
         )
     ratio = statistics.median(a.p99_ms / b.p99_ms for a, b in zip(ours, peers, strict=True))

@@ -63,8 +63,8 @@ BATCH_BYTES = 16 << 20
 text) whatever the size of a row group."""
 
 LOOK_BATCH_ROWS = 1024
-"""Rows decoded at once by a look (``read``, ``take``): decoding stops at the batch holding the last row asked,
-so a page near the start of a row group does not decode the rest of it."""
+"""Rows decoded at once by a look (``read``, ``take``): decoding stops at the batch holding the last row
+asked, so a page near the start of a row group does not decode the rest of it."""
 
 
 def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
