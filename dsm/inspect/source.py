@@ -6,7 +6,8 @@ decodes the row groups (Parquet), record batches (Arrow), blocks of lines (JSONL
 (WebDataset) that hold those rows, found through each shard's row index (:mod:`dsm.inspect.index`). What it
 returns is the plain view model of :mod:`dsm.inspect.view`, with classified fields masked: the raw values of a
 masked field never leave this module. Unmasking is an argument of :func:`open_rows`, audited in the registry
-before the source opens.
+before the source opens. (The module is longer than 600 lines: one class holds reading, locating, scanning,
+episodes and media, each a few methods over the same positions and indexes.)
 
 >>> rows = open_rows("web-text@prod")  # doctest: +SKIP
 >>> page = rows.read(4_000_000, 10, columns=["id", "text"])  # doctest: +SKIP
@@ -62,9 +63,7 @@ BATCH_BYTES = 16 << 20
 """Stored bytes decoded at once (at most 65,536 rows): memory stays bounded for wide rows (images, long
 text) whatever the size of a row group."""
 
-LOOK_BATCH_ROWS = 1024
-"""Rows decoded at once by a look (``read``, ``take``): decoding stops at the batch holding the last row
-asked, so a page near the start of a row group does not decode the rest of it."""
+LOOK_BATCH_ROWS = 1024  # a look decodes up to the batch holding its last row, not the rest of the piece
 
 
 def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
