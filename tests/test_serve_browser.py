@@ -21,8 +21,7 @@ from typing import Any
 import pytest
 
 from .servers import _skip_requested
-from .test_serve import read_start_document
-from .web_data import WebRegistry, build_web_registry
+from .web_data import WebRegistry, read_start_document
 
 CHROMIUM = os.environ.get("DSM_CHROMIUM", "/usr/bin/chromium")
 FLAGS = [
@@ -37,11 +36,6 @@ FLAGS = [
 ]
 SHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
 VIEWPORT = {"width": 1280, "height": 860}
-
-
-@pytest.fixture(scope="module")
-def web(tmp_path_factory: pytest.TempPathFactory) -> WebRegistry:
-    return build_web_registry(tmp_path_factory.mktemp("browser"))
 
 
 @pytest.fixture(scope="module")
@@ -66,10 +60,23 @@ def server(web: WebRegistry) -> Iterator[str]:
         text=True,
     )
     try:
-        yield read_start_document(process)["url"].rstrip("/")
+        started = read_start_document(process)
+        assert started["url"].startswith("http://127.0.0.1:") and started["read_only"]
+        assert started["datasets"] >= 8 and started["registry"] == "registry"
+        yield started["url"].rstrip("/")
     finally:
         process.send_signal(signal.SIGINT)
-        process.wait(timeout=30)
+        code = process.wait(timeout=30)
+    assert code == 0, process.stderr.read() if process.stderr else code  # Ctrl-C: a clean stop
+    assert "Traceback" not in (process.stderr.read() if process.stderr else "")
+
+
+def test_the_real_server_answers_only_to_its_own_name(server: str) -> None:
+    import httpx2
+
+    assert httpx2.get(f"{server}/index.json", timeout=30).json()["datasets"]
+    assert httpx2.get(f"{server}/", headers={"Host": "attacker.example"}, timeout=30).status_code == 421
+    assert httpx2.post(f"{server}/", timeout=30).status_code == 405
 
 
 @pytest.fixture(scope="module")

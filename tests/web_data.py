@@ -1,15 +1,17 @@
 """A registry for the web viewer's tests (``dsm serve``): chat, images, audio and video, RL steps with frames,
 long texts, two versions to diff, a finished cutover, and the raw values of every classified field.
 
-Built once per test module (it takes a few seconds) with :func:`build_web_registry`; the datasets come from
-:mod:`tests.inspect_data` where it has them.
+Built once per session (it takes a few seconds) by the ``web`` fixture of ``tests/conftest.py``; the
+datasets come from :mod:`tests.inspect_data` where it has them.
 """
 
 from __future__ import annotations
 
 import io
+import json
 import math
 import struct
+import subprocess
 import wave
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +36,7 @@ from .inspect_data import (
     schema_of,
 )
 
-__all__ = ["WebRegistry", "build_web_registry", "make_mp4_header", "make_wav"]
+__all__ = ["WebRegistry", "build_web_registry", "make_mp4_header", "make_wav", "read_start_document"]
 
 HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 """A text value that must come out escaped on every page."""
@@ -217,3 +219,21 @@ def build_web_registry(root: Path) -> WebRegistry:
     out.cutover = report.id
     out.secrets += moving.column("uploader").to_pylist()
     return out
+
+
+def read_start_document(process: subprocess.Popen[str]) -> dict[str, Any]:
+    """The JSON document ``dsm serve --json`` prints once it listens."""
+    assert process.stdout is not None
+    text = ""
+    for _ in range(100):
+        line = process.stdout.readline()
+        if not line:
+            break
+        text += line
+        try:
+            return dict(json.loads(text))
+        except json.JSONDecodeError:
+            continue
+    raise AssertionError(
+        f"no start document from dsm serve: {text!r} {process.stderr.read() if process.stderr else ''}"
+    )

@@ -40,7 +40,8 @@ def serve(
             envvar="DSM_SERVE_TOKEN",
             show_envvar=True,
             help="Every request must carry it (Authorization: Bearer TOKEN, or ?token= once in a browser). "
-            "Required with a non-loopback --host; never logged.",
+            "Required with a non-loopback --host; never logged. Prefer DSM_SERVE_TOKEN: other users of the "
+            "machine can read a command line.",
         ),
     ] = None,
     unmask: UnmaskOpt = None,
@@ -61,7 +62,8 @@ def serve(
 ) -> None:
     """Serve the registry in a browser, read-only: datasets, versions and lineage, rows by role (text, chat,
     images, audio, video, JSON), RL episodes, row diffs, cutovers and bench reports; every page has a .json
-    twin. Classified fields stay masked unless --unmask FIELD (audited). Stop with Ctrl-C."""
+    twin. Classified fields stay masked unless --unmask FIELD (audited). Ctrl-C or SIGTERM stops it
+    cleanly (requests in flight finish; exit 0)."""
     from dsm.viewers.web import require_web
 
     require_web()

@@ -8,12 +8,16 @@ errors only.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
+import signal
 import socket
 import sys
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any
 
 from dsm.errors import InputError, StorageError
@@ -94,7 +98,8 @@ def serve(
     access_log: bool = True,
     on_ready: Callable[[ServeInfo], None] | None = None,
 ) -> ServeInfo:
-    """Serve the registry's datasets read-only on ``host:port`` until interrupted (Ctrl-C, SIGTERM).
+    """Serve the registry's datasets read-only on ``host:port`` until stopped (Ctrl-C or SIGTERM: a clean
+    stop, returning normally).
 
     Everything is checked before the socket is bound: a non-loopback ``host`` needs a ``token``
     (``DSM_SERVE_TOKEN``), each ``unmask`` field must be classified in some dataset. ``on_ready`` gets the
@@ -148,10 +153,36 @@ def serve(
             proxy_headers=False,
         )
     )
-    if on_ready is not None:
-        on_ready(info)
-    try:
-        server.run(sockets=[sock])
-    finally:
-        sock.close()
+    with _stop_on_signals(server):
+        if on_ready is not None:
+            on_ready(info)
+        try:
+            server.run(sockets=[sock])
+        finally:
+            sock.close()
     return info
+
+
+@contextlib.contextmanager
+def _stop_on_signals(server: Any) -> Iterator[None]:
+    """Ctrl-C and SIGTERM stop ``server`` cleanly (requests in flight finish, :func:`serve` returns), from
+    before it starts to after it stops.
+
+    uvicorn handles both signals while it runs, then raises the one it stopped on again under the handlers it
+    found: the defaults would turn a clean stop into a ``KeyboardInterrupt`` or a death by SIGTERM, and a
+    signal sent as soon as the start line is out would land before uvicorn listens for it. Off the main
+    thread (where no handler can be set) uvicorn leaves the signals alone too.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        server.should_exit = True
+
+    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
