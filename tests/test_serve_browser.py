@@ -127,13 +127,18 @@ class Watched:
             ),
         )
 
-    def shot(self, name: str, selector: str | None = None) -> None:
-        """A screenshot of the viewport (or of one element: nothing that changes between runs)."""
+    def shot(self, name: str, down_to: str | None = None) -> None:
+        """A screenshot of the viewport, or of the page from its top down to the element ``down_to``: only
+        what is the same on every run (a test's registry has new dates each time), so that the files under
+        docs/ change only when the pages do."""
         SHOTS.mkdir(parents=True, exist_ok=True)
-        if selector is not None:
-            self.page.locator(selector).screenshot(path=str(SHOTS / name))
-        else:
+        if down_to is None:
             self.page.screenshot(path=str(SHOTS / name), full_page=False)
+            return
+        box = self.page.locator(down_to).bounding_box()
+        assert box is not None, down_to
+        clip = {"x": 0, "y": 0, "width": VIEWPORT["width"], "height": box["y"] + box["height"] + 16}
+        self.page.screenshot(path=str(SHOTS / name), clip=clip)
 
     def clean(self) -> None:
         assert self.errors == [], self.errors
@@ -171,6 +176,7 @@ def test_rows_page_and_paging_forward(tab: Watched, server: str) -> None:
     page.wait_for_url("**/rows?offset=25&length=25")
     rows = page.locator("table.rows tbody tr")
     assert rows.count() == 5 and rows.first.locator("td").first.inner_text() == "25"
+    tab.shot("serve-rows-next.png")
     page.keyboard.press("ArrowLeft")  # back with the keyboard
     page.wait_for_url("**/rows?offset=0&length=25")
 
@@ -235,6 +241,7 @@ def test_a_deep_link_opens_the_exact_row(tab: Watched, server: str) -> None:
     assert page.locator("h1").inner_text() == "chats@1 row 17"
     assert "Question 17" in page.locator(".thread").inner_text()
     assert page.locator("a.permalink").get_attribute("href") == "/d/chats@1/row/17"
+    tab.shot("serve-deep-link.png")
     page.goto(f"{server}/d/chats@1/find?key=id=21")  # a link by key lands on the row
     page.wait_for_url("**/d/chats@1/row/21")
     assert page.locator("h1").inner_text() == "chats@1 row 21"
@@ -266,4 +273,4 @@ def test_lineage_graph(tab: Watched, server: str) -> None:
     page.wait_for_url("**/d/moving@2")
     assert "cutover" in page.locator("main").inner_text()
     page.goto(f"{server}/d/moving")
-    tab.shot("serve-lineage.png", "main")
+    tab.shot("serve-lineage.png", "svg.lineage")
