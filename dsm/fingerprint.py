@@ -171,10 +171,15 @@ def _hash_decimals(arr: pa.Array) -> np.ndarray:
 
 
 def _decimal_text(value: decimal.Decimal) -> str:
+    """The normalised text of docs/fingerprint.md, exact for every digit count.
+
+    ``format(value, "f")`` writes the value's own digits without rounding (``Decimal.normalize`` would
+    round to the 28 digits of the default context, so that two 38-digit values shared a text).
+    """
     if value.is_zero():
         return "0"
-    normal = value.normalize()
-    return format(normal, "f") if normal.as_tuple().exponent <= 0 else str(int(normal))  # type: ignore[operator]
+    text = format(value, "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def _segment_sums(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:

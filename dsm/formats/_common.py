@@ -8,7 +8,7 @@ from typing import IO, Any
 
 import pyarrow as pa
 
-from dsm.errors import InputError, SchemaError
+from dsm.errors import FormatError, InputError, SchemaError
 
 __all__ = [
     "STREAM_CODECS",
@@ -19,8 +19,10 @@ __all__ = [
     "b64encode_array",
     "check_batch_schema",
     "check_stream_codec",
+    "check_utf8",
     "conform_batch",
     "describe_exception",
+    "encode_dictionary",
     "is_binary_like",
     "is_codec_error",
     "is_string_like",
@@ -178,6 +180,28 @@ def check_batch_schema(batch: pa.RecordBatch, schema: pa.Schema, *, what: str) -
         )
 
 
+def _has_text(type_: pa.DataType) -> bool:
+    if pa.types.is_string(type_) or pa.types.is_large_string(type_) or pa.types.is_string_view(type_):
+        return True
+    if pa.types.is_dictionary(type_):
+        return _has_text(type_.value_type)
+    return any(_has_text(type_.field(i).type) for i in range(type_.num_fields))
+
+
+def check_utf8(batch: pa.RecordBatch, where: str) -> None:
+    """Refuse string values that are not valid UTF-8 (readers of stored Arrow data do not check them).
+
+    ``where`` names the shard (and row group) in the FormatError, which also names the field.
+    """
+    for field, column in zip(batch.schema, batch.columns, strict=True):
+        if not _has_text(field.type):
+            continue
+        try:
+            column.validate(full=True)
+        except pa.ArrowException as exc:
+            raise FormatError(f'{where} field "{field.name}": {describe_exception(exc)}') from None
+
+
 def conform_batch(batch: pa.RecordBatch, target: pa.Schema, *, shard: str) -> pa.RecordBatch:
     """``batch`` with exactly the ``target`` schema: columns selected by name and cast safely.
 
@@ -204,6 +228,14 @@ def conform_batch(batch: pa.RecordBatch, target: pa.Schema, *, shard: str) -> pa
             )
         arrays.append(column)
     return pa.RecordBatch.from_arrays(arrays, schema=target)
+
+
+def encode_dictionary(values: pa.Array, target: pa.DataType) -> pa.DictionaryArray:
+    """``values`` (of ``target``'s value type) dictionary-encoded with ``target``'s index type; an index
+    type too narrow for the distinct values is an ArrowInvalid from the safe cast."""
+    encoded = values.dictionary_encode()
+    indices = encoded.indices.cast(target.index_type, safe=True)
+    return pa.DictionaryArray.from_arrays(indices, encoded.dictionary, ordered=target.ordered)
 
 
 def slice_batches(batch: pa.RecordBatch, batch_rows: int) -> Iterator[pa.RecordBatch]:

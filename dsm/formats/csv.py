@@ -27,6 +27,7 @@ from dsm.formats._common import (
     check_batch_schema,
     check_stream_codec,
     describe_exception,
+    encode_dictionary,
     is_binary_like,
     is_codec_error,
     is_string_like,
@@ -63,10 +64,18 @@ def _is_flat(type_: pa.DataType) -> bool:
 
 def _text_type(type_: pa.DataType) -> pa.DataType:
     """The column type of the CSV text: binary values are base64 strings."""
+    if pa.types.is_dictionary(type_):
+        return _text_type(type_.value_type)  # parsed as values, encoded after
+    if pa.types.is_string_view(type_):
+        return pa.string()
+    if pa.types.is_binary_view(type_):
+        return pa.binary()
     if is_binary_like(type_):
         return pa.large_string() if pa.types.is_large_binary(type_) else pa.string()
     if pa.types.is_decimal256(type_):
         return pa.string()  # Arrow's CSV reader has no decimal256 converter: parsed by a cast
+    if pa.types.is_decimal32(type_) or pa.types.is_decimal64(type_):
+        return pa.decimal128(type_.precision, type_.scale)  # nor decimal32/64 ones: read wide, cast exactly
     return type_
 
 
@@ -104,12 +113,18 @@ class CsvFormat(Format):
     def options(self) -> dict[str, Any]:
         return {"delimiter": self.delimiter, "header": self.header, "compression": self.compression}
 
-    def unsupported(self, schema: pa.Schema) -> list[str]:
-        return [
-            f'field "{field.name}": type {field.type} cannot be stored in CSV (only flat scalar types)'
-            for field in schema
-            if not _is_flat(field.type)
-        ]
+    def stored_type(self, type_: pa.DataType) -> pa.DataType:
+        """Flat scalar types as they are; a dictionary as its values, a string or binary view as a string
+        or binary (text has neither). Nested types cannot be stored."""
+        if pa.types.is_dictionary(type_):
+            return self.stored_type(type_.value_type)
+        if pa.types.is_string_view(type_):
+            return pa.string()
+        if pa.types.is_binary_view(type_):
+            return pa.binary()
+        if not _is_flat(type_):
+            raise SchemaError(f"type {type_} cannot be stored in CSV (only flat scalar types)")
+        return type_
 
     # ------------------------------------------------------------------------------------------ reading
 
@@ -149,7 +164,7 @@ class CsvFormat(Format):
         file.seek(0)
         if not head:
             return None
-        text = bytes(head).decode("utf-8", errors="replace")
+        text = bytes(head).decode("utf-8-sig", errors="replace")  # a byte-order mark is not a name
         for record in csv.reader(io.StringIO(text, newline=""), delimiter=self.delimiter):
             if record:
                 return record
@@ -299,13 +314,15 @@ class CsvFormat(Format):
         rows_before: int,
         file_columns: int,
     ) -> pa.Array:
+        target = field.type.value_type if pa.types.is_dictionary(field.type) else field.type
         try:
-            return array.cast(field.type, safe=True)
+            values = array.cast(target, safe=True)
+            return encode_dictionary(values, field.type) if pa.types.is_dictionary(field.type) else values
         except (pa.ArrowException, ValueError):
             pass
         for row, value in enumerate(array.to_pylist()):
             try:
-                pa.array([value], type=array.type).cast(field.type, safe=True)
+                pa.array([value], type=array.type).cast(target, safe=True)
             except (pa.ArrowException, ValueError):
                 line = self._line_of_row(file, rows_before + row, file_columns)
                 raise FormatError(
@@ -320,7 +337,7 @@ class CsvFormat(Format):
         file.seek(0)
         raw = open_input_stream(file, self.compression)
         buffered = io.BufferedReader(_Readable(raw))
-        text = io.TextIOWrapper(buffered, encoding="utf-8", errors="replace", newline="")
+        text = io.TextIOWrapper(buffered, encoding="utf-8-sig", errors="replace", newline="")
         # Values may be as large as the file; the limit is process-wide and only ever raised here.
         csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))
         reader = csv.reader(text, delimiter=self.delimiter)
@@ -370,10 +387,7 @@ class CsvFormat(Format):
 
     # ------------------------------------------------------------------------------------------ writing
 
-    def open_writer(self, file: IO[bytes], schema: pa.Schema) -> FormatWriter:
-        reasons = self.unsupported(schema)
-        if reasons:
-            raise SchemaError("; ".join(reasons))
+    def _open_writer(self, file: IO[bytes], schema: pa.Schema) -> FormatWriter:
         return _CsvWriter(file, schema, self)
 
 
