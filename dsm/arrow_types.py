@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from dsm.errors import SchemaError
 
-__all__ = ["MAX_TYPE_DEPTH", "parse_type", "type_name"]
+__all__ = ["MAX_TYPE_DEPTH", "list_view_as_list", "parse_type", "type_name"]
 
 MAX_TYPE_DEPTH = 64
 """Types nest at most this deep (a list of a struct of a list... counts one level each)."""
@@ -343,3 +343,28 @@ class _Parser:
         self.annotation("entries")  # the entries struct's name is not part of the type (see module doc)
         self.expect(">")
         return pa.map_(key, item, keys_sorted=keys_sorted)
+
+
+def list_view_as_list(array: pa.Array) -> pa.Array:
+    """A list view array as the list array of the same values (pyarrow's own cast can build invalid
+    offsets when a view's ranges are out of order or empty at the end)."""
+    import numpy as np
+
+    large = pa.types.is_large_list_view(array.type)
+    starts = np.asarray(array.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
+    sizes = np.asarray(array.sizes.to_numpy(zero_copy_only=False), dtype=np.int64)
+    if array.null_count:
+        sizes = np.where(np.asarray(array.is_valid().to_numpy(zero_copy_only=False), dtype=bool), sizes, 0)
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    positions = np.repeat(starts - offsets[:-1], sizes) + np.arange(int(offsets[-1]), dtype=np.int64)
+    try:
+        values = array.values.take(pa.array(positions, type=pa.int64()))
+    except pa.ArrowNotImplementedError:  # no take kernel for some value types (string_view): by slices
+        pieces = [array.values.slice(int(s), int(n)) for s, n in zip(starts, sizes, strict=True) if n]
+        values = pa.concat_arrays(pieces) if pieces else array.values.slice(0, 0)
+    kind = pa.large_list(array.type.value_field) if large else pa.list_(array.type.value_field)
+    cls = pa.LargeListArray if large else pa.ListArray
+    mask = array.is_null() if array.null_count else None
+    return cls.from_arrays(
+        pa.array(offsets, pa.int64() if large else pa.int32()), values, type=kind, mask=mask
+    )

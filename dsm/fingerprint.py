@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
+from dsm.arrow_types import list_view_as_list
 from dsm.digest import ALGORITHM, G1, G2, P, RowDigest
 from dsm.errors import SchemaError
 
@@ -228,9 +229,18 @@ def hash_values(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
         return np.concatenate([hash_values(chunk) for chunk in arr.chunks])
     kind = arr.type
     if pa.types.is_dictionary(kind):
+        indices = arr.indices
+        if len(indices) and (pc.max(indices).as_py() or 0) >= len(arr.dictionary):
+            # Only a placeholder under a null parent points past the dictionary (pyarrow's builders write
+            # index 0 into an empty one there); its value is masked by the parent.
+            inside = pc.less(indices, pa.scalar(len(arr.dictionary), indices.type))
+            indices = pc.if_else(inside, indices, pa.scalar(None, indices.type))
+            arr = pa.DictionaryArray.from_arrays(indices, arr.dictionary)
         return hash_values(arr.dictionary_decode())
     if isinstance(kind, pa.ExtensionType):
         return hash_values(arr.storage)
+    if pa.types.is_list_view(kind) or pa.types.is_large_list_view(kind):
+        return hash_values(list_view_as_list(arr))
     if len(arr) == 0:
         return np.zeros(0, dtype=_U64)
     if pa.types.is_null(kind):
@@ -264,8 +274,9 @@ def hash_values(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
     elif pa.types.is_decimal(kind):
         out = _hash_decimals(arr)
     elif pa.types.is_map(kind):
-        entries = pa.ListArray.from_arrays(arr.offsets, arr.values)
-        out = _hash_list(entries, ordered=False, tag=_T_MAP)
+        # Entries are the structs {key, value} of the spec, whatever the map's own field names are.
+        pairs = pa.StructArray.from_arrays([arr.values.field(0), arr.values.field(1)], names=["key", "value"])
+        out = _hash_list(pa.ListArray.from_arrays(arr.offsets, pairs), ordered=False, tag=_T_MAP)
     elif pa.types.is_list(kind) or pa.types.is_large_list(kind):
         out = _hash_list(arr, ordered=True, tag=_T_LIST)
     elif pa.types.is_fixed_size_list(kind):

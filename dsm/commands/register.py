@@ -15,7 +15,7 @@ from dsm.commands._common import now_utc, open_registry, tool_name
 from dsm.contract import Contract, Lineage, Schema
 from dsm.engine import NullProgress, Progress, map_units
 from dsm.errors import ContractError, InputError, SchemaError
-from dsm.formats import Format, detect_format, get_format
+from dsm.formats import Format, detect_compression, detect_format, get_format
 from dsm.reader import shard_schema
 from dsm.registry import Registry, load_contract_file
 from dsm.shards import DescribedShard, contract_location, dataset_fingerprint, describe_shard
@@ -80,6 +80,25 @@ def scan_source(
     if not matching:
         raise InputError(f"{redact(source)}: no {format} shards found")
     return ScannedSource(root=root, files=tuple(matching), format=format, pattern=pattern)
+
+
+def _read_options(scan: ScannedSource) -> dict[str, Any]:
+    """The options that read the scanned shards: their whole-file compression, from their names
+    (``.jsonl.gz`` is gzip); shards compressed differently cannot share one contract."""
+    fmt = get_format(scan.format)
+    if "compression" not in fmt.options() or fmt.self_describing:
+        return {}
+    codecs: dict[str | None, list[str]] = {}
+    for info in scan.files:
+        codecs.setdefault(detect_compression(info.path), []).append(info.path)
+    if len(codecs) > 1:
+        shown = "; ".join(f"{codec or 'none'}: {', '.join(paths[:2])}" for codec, paths in codecs.items())
+        raise InputError(
+            f"the {scan.format} shards are not all compressed the same way ({shown}); "
+            "register each kind separately (a glob selects one)"
+        )
+    codec = next(iter(codecs))
+    return {"compression": codec} if codec else {}
 
 
 def _schema_from_option(schema: str | Schema | Contract, registry: Registry) -> Schema:
@@ -150,12 +169,23 @@ def register(
     """
     reg = open_registry(registry, storage_options)
     scan = scan_source(source, format=format, storage_options=storage_options)
-    fmt = get_format(scan.format)
+    options = _read_options(scan)
+    fmt = get_format(scan.format, **options)
     given = _schema_from_option(schema, reg) if schema is not None else None
-    arrow_schema = given.to_arrow() if given is not None else _infer_schema(scan, fmt, workers)
+    found = _infer_schema(scan, fmt, workers) if given is None or fmt.self_describing else None
+    arrow_schema = given.to_arrow() if given is not None else found
+    if given is not None and found is not None and fmt.self_describing:
+        # verify --deep compares the types a file stores with the contract's: they must agree now.
+        differences = schema_differences(arrow_schema, found)
+        if differences:
+            raise SchemaError(
+                f"the shards do not hold the given schema: {'; '.join(differences)}; register without "
+                "--schema (the files' own schema), or rewrite the files"
+            )
     problems = fmt.unsupported(arrow_schema)
     if problems:
         raise SchemaError(f"format {scan.format} cannot hold this schema: {'; '.join(problems)}")
+    contract_schema = Schema.from_arrow(arrow_schema, annotations=given, key=key)  # names every type
     progress = progress or NullProgress()
     total = sum(f.size for f in scan.files)
     progress.start(total_bytes=2 * total, total_units=len(scan.files), description=f"register {name}")
@@ -178,7 +208,8 @@ def register(
         owners=tuple(owners),
         location=contract_location(scan.root),
         format=scan.format,
-        schema=Schema.from_arrow(arrow_schema, annotations=given, key=key),
+        format_options=options,
+        schema=contract_schema,
         shards=tuple(r.shard for r in results),
         fingerprint=dataset_fingerprint(r.digest for r in results),
         lineage=Lineage(

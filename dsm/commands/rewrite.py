@@ -22,7 +22,7 @@ from typing import Any
 import pyarrow as pa
 
 from dsm.commands._common import now_utc, open_registry, tool_name
-from dsm.contract import Contract, Lineage, Shard
+from dsm.contract import Contract, Lineage, Schema, Shard
 from dsm.engine import NullProgress, Progress, map_units
 from dsm.errors import CheckFailed, DatasetNotFound, InputError, SchemaError
 from dsm.fingerprint import ALGORITHM
@@ -313,11 +313,15 @@ def _rewrite(
     src_fmt = source_format(source)
     out_fmt = target_format(source, to, options)
     schema = source.schema.to_arrow()
-    problems = out_fmt.unsupported(schema)
-    if problems:
+    # What the target's files will hold: the contract records it, exact conversions are noted in lineage.
+    storage = out_fmt.storage(schema)
+    if storage.problems:
         raise SchemaError(
-            f"format {to} cannot hold the schema of {source.ref}: {'; '.join(problems)}; nothing was written"
+            f"format {to} cannot hold the schema of {source.ref}: {'; '.join(storage.problems)}; "
+            "nothing was written"
         )
+    if storage.changes:
+        parameters["stored_types"] = storage.retyped()
     expected = source.fingerprint
     if expected is None or expected.algorithm != ALGORITHM:
         raise InputError(
@@ -349,6 +353,7 @@ def _rewrite(
     # How the output was proven; recorded in the lineage, not in the plan (it changes no output byte).
     parameters["proof"] = PROOF_READ_BACK if read_back else PROOF_WRITTEN
     header, notes = _prepare_destination(dest_loc, plan, overwrite)
+    notes += [f"{change} by {to} (exact: the same values and row fingerprint)" for change in storage.changes]
     dest_url = contract_location(dest_loc)
     if header is not None and header.get("published"):
         try:
@@ -378,6 +383,7 @@ def _rewrite(
             dest=dest_loc,
             out_fmt=out_fmt,
             schema=schema,
+            out_schema=storage.schema,
             plan=plan,
             journal=journal,
             progress=progress,
@@ -407,7 +413,7 @@ def _rewrite(
             location=dest_url,
             format=out_fmt.name,
             format_options=out_fmt.options(),
-            schema=source.schema,
+            schema=Schema.from_arrow(storage.schema, annotations=source.schema),
             shards=tuple(r.shard for r in results),
             fingerprint=total,
             lineage=Lineage(

@@ -12,6 +12,7 @@ from dsm.errors import FormatError, InputError, SchemaError
 
 __all__ = [
     "STREAM_CODECS",
+    "STREAM_SUFFIXES",
     "NonClosingReader",
     "PositionTrackingSink",
     "RowProblem",
@@ -34,6 +35,8 @@ __all__ = [
 
 STREAM_CODECS = ("gzip", "zstd", "bz2", "lz4")
 """Whole-file compression codecs the text formats accept (``lz4`` is the LZ4 frame format)."""
+STREAM_SUFFIXES = {"gzip": ".gz", "zstd": ".zst", "bz2": ".bz2", "lz4": ".lz4"}
+"""The file name suffix of each whole-file codec: a shard's name says how it is compressed."""
 
 
 def describe_exception(exc: BaseException) -> str:

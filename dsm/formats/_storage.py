@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dsm.arrow_types import list_view_as_list
 from dsm.errors import SchemaError
 
 __all__ = ["Storage", "convert_array", "convert_batch", "same_type"]
@@ -52,6 +53,14 @@ class Storage:
             not a.type.equals(b.type) or _has_dictionary(a.type)
             for a, b in zip(self.source, self.schema, strict=True)
         )
+
+    def retyped(self) -> dict[str, str]:
+        """``{field: "source type -> stored type"}`` for the fields whose type the format changes."""
+        return {
+            a.name: f"{a.type} -> {b.type}"
+            for a, b in zip(self.source, self.schema, strict=True)
+            if not a.type.equals(b.type) or str(a.type) != str(b.type)
+        }
 
     def check(self) -> None:
         """Raise SchemaError listing every field the format cannot hold."""
@@ -199,10 +208,11 @@ def convert_array(array: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.
         same_zone = not pa.types.is_timestamp(source) or source.tz == target.tz
         if test(source) and test(target) and (source.unit, target.unit) in _FACTORS and same_zone:
             return _rescaled(array, target)
-    if pa.types.is_list_view(source) and pa.types.is_list(target):
-        return convert_array(array.cast(pa.list_(source.value_field)), target)
-    if pa.types.is_large_list_view(source) and pa.types.is_large_list(target):
-        return convert_array(array.cast(pa.large_list(source.value_field)), target)
+    views = (pa.types.is_list_view(source) and pa.types.is_list(target)) or (
+        pa.types.is_large_list_view(source) and pa.types.is_large_list(target)
+    )
+    if views:
+        return convert_array(list_view_as_list(array), target)
     if (_is_text(source) and _is_text(target)) or (_is_bytes(source) and _is_bytes(target)):
         try:
             return array.cast(target, safe=True)

@@ -34,7 +34,7 @@ from dsm.contract import Contract, Shard
 from dsm.engine import Progress
 from dsm.errors import CheckFailed, FormatError, SchemaError
 from dsm.fingerprint import RowDigest, digest_batch
-from dsm.formats import Format, get_format
+from dsm.formats import Format, contract_format, convert_batch
 from dsm.formats._common import describe_exception
 from dsm.formats.arrow import ArrowFormat
 from dsm.reader import iter_shard
@@ -60,7 +60,7 @@ _SPILL_FORMAT = ArrowFormat(compression="lz4")
 
 def source_format(contract: Contract) -> Format:
     """The format instance that reads ``contract``'s shards (its recorded options included)."""
-    return get_format(contract.format, **dict(contract.format_options))
+    return contract_format(contract)
 
 
 @dataclass(kw_only=True)
@@ -73,6 +73,7 @@ class RewriteContext:
     dest: Location
     out_fmt: Format
     schema: pa.Schema
+    """The source's schema: the rows are read with it."""
     plan: RewritePlan
     journal: Journal
     progress: Progress
@@ -80,6 +81,12 @@ class RewriteContext:
     spill_paths: Mapping[int, str] = field(default_factory=dict)
     read_back: bool = False
     """Prove each written file by reading it back (else from the written batches and bytes)."""
+    out_schema: pa.Schema | None = None
+    """What the target format's files hold (``Format.storage``); the source's schema when None."""
+
+    @property
+    def written_schema(self) -> pa.Schema:
+        return self.schema if self.out_schema is None else self.out_schema
 
     def shard(self, path: str) -> Shard:
         return self.source.shard(path)
@@ -201,10 +208,10 @@ class _Written:
 def _digested(
     batches: Iterable[pa.RecordBatch], schema: pa.Schema, into: list[RowDigest]
 ) -> Iterator[pa.RecordBatch]:
-    """``batches`` (cast to ``schema`` where they differ), adding each one's row digest to ``into[0]``."""
+    """``batches`` converted exactly into ``schema`` (the types the target stores), adding each one's row
+    digest to ``into[0]``: the digest is of the values the writer is given."""
     for batch in batches:
-        if batch.schema != schema:
-            batch = batch.cast(schema)
+        batch = convert_batch(batch, schema)
         into[0] = into[0] + digest_batch(batch)
         yield batch
 
@@ -266,7 +273,9 @@ def _describe_output(ctx: RewriteContext, unit: OutputUnit, written: _Written) -
         entry = shard_entry(unit.path, written.size, written.checksum, written.digest)
         return DescribedShard(shard=entry, digest=written.digest)
     pa.default_memory_pool().release_unused()  # hand the writer's freed buffers back before decoding again
-    found = describe_shard(ctx.dest, unit.path, ctx.out_fmt, ctx.schema, batch_rows=ctx.plan.batch_rows)
+    found = describe_shard(
+        ctx.dest, unit.path, ctx.out_fmt, ctx.written_schema, batch_rows=ctx.plan.batch_rows
+    )
     _check_output(ctx, unit, found.digest, "reads back")
     return found
 
@@ -278,7 +287,7 @@ def copy_unit(ctx: RewriteContext, unit: OutputUnit) -> DescribedShard:
         for rng in unit.ranges:
             yield from iter_range(ctx.source_loc, ctx.source_fmt, ctx.schema, rng, ctx.plan.batch_rows)
 
-    written = _write_file(ctx.dest, unit.path, ctx.out_fmt, ctx.schema, batches())
+    written = _write_file(ctx.dest, unit.path, ctx.out_fmt, ctx.written_schema, batches())
     if written.digest.rows != unit.rows:
         raise _short_rows(
             f"output {unit.path}", written.digest.rows, unit.rows, (r.shard for r in unit.ranges)
@@ -414,7 +423,9 @@ def gather_unit(ctx: RewriteContext, unit: OutputUnit) -> DescribedShard:
     """Shuffle pass 2 for one output file: its buckets, each sorted by position, in order."""
     readers = _SpillReaders(ctx)
     try:
-        written = _write_file(ctx.dest, unit.path, ctx.out_fmt, ctx.schema, _gathered(ctx, unit, readers))
+        written = _write_file(
+            ctx.dest, unit.path, ctx.out_fmt, ctx.written_schema, _gathered(ctx, unit, readers)
+        )
     finally:
         readers.close()
     found = _describe_output(ctx, unit, written)
