@@ -24,12 +24,20 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import pyarrow as pa
 
 from dsm.errors import SchemaError
 
-__all__ = ["MAX_TYPE_DEPTH", "list_view_as_list", "parse_type", "type_name"]
+__all__ = [
+    "MAX_TYPE_DEPTH",
+    "list_view_as_list",
+    "parse_type",
+    "placeholders_nulled",
+    "take",
+    "type_name",
+]
 
 MAX_TYPE_DEPTH = 64
 """Types nest at most this deep (a list of a struct of a list... counts one level each)."""
@@ -368,3 +376,57 @@ def list_view_as_list(array: pa.Array) -> pa.Array:
     return cls.from_arrays(
         pa.array(offsets, pa.int64() if large else pa.int32()), values, type=kind, mask=mask
     )
+
+
+def _without_views(kind: pa.DataType) -> pa.DataType:
+    """``kind`` with string and binary views replaced by their large counterparts (same values)."""
+    if pa.types.is_string_view(kind):
+        return pa.large_string()
+    if pa.types.is_binary_view(kind):
+        return pa.large_binary()
+    if pa.types.is_struct(kind):
+        fields = [kind.field(i) for i in range(kind.num_fields)]
+        return pa.struct([f.with_type(_without_views(f.type)) for f in fields])
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        field = kind.value_field.with_type(_without_views(kind.value_type))
+        if pa.types.is_fixed_size_list(kind):
+            return pa.list_(field, kind.list_size)
+        return pa.large_list(field) if pa.types.is_large_list(kind) else pa.list_(field)
+    if pa.types.is_map(kind):
+        key = kind.key_field.with_type(_without_views(kind.key_type))
+        return pa.map_(key, kind.item_field.with_type(_without_views(kind.item_type)), kind.keys_sorted)
+    return kind
+
+
+def take(data: pa.Array | pa.RecordBatch | pa.Table, indices: pa.Array) -> Any:
+    """``data.take(indices)`` for every type: Arrow has no take kernel for view types (string_view,
+    list_view...), which are taken through their non-view counterparts and cast back."""
+    try:
+        return data.take(indices)
+    except pa.ArrowNotImplementedError:
+        pass
+    if isinstance(data, pa.Array):
+        if pa.types.is_list_view(data.type) or pa.types.is_large_list_view(data.type):
+            return take(list_view_as_list(data), indices).cast(data.type)
+        return data.cast(_without_views(data.type)).take(indices).cast(data.type)
+    columns = [
+        take(c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c, indices) for c in data.columns
+    ]
+    return type(data).from_arrays(columns, schema=data.schema)
+
+
+def placeholders_nulled(array: pa.DictionaryArray) -> pa.DictionaryArray:
+    """``array`` with indices past its dictionary made null.
+
+    Only a placeholder under a null parent points there (pyarrow's builders write index 0 into an empty
+    dictionary for the dictionary field of a null struct); its value is masked by the parent, but decoding
+    it would fail.
+    """
+    import pyarrow.compute as pc
+
+    indices = array.indices
+    if not len(indices) or (pc.max(indices).as_py() or 0) < len(array.dictionary):
+        return array
+    inside = pc.less(indices, pa.scalar(len(array.dictionary), indices.type))
+    indices = pc.if_else(inside, indices, pa.scalar(None, indices.type))
+    return pa.DictionaryArray.from_arrays(indices, array.dictionary, ordered=array.type.ordered)

@@ -355,6 +355,16 @@ class _Dumper(yaml.SafeDumper):
     pass
 
 
+def _represent_text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    # PyYAML writes NEL (and the Unicode line and paragraph separators) raw in a quoted scalar, where a
+    # YAML reader folds them into a space: a field named "\x85" came back as " ". Double quotes escape them.
+    style = '"' if any(ch in value for ch in "\x85\u2028\u2029") else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _represent_text)
+
+
 def _check_version(data: Mapping[str, Any], source: str) -> None:
     version = data.get("dsm")
     if version is None:

@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
-from dsm.arrow_types import list_view_as_list
+from dsm.arrow_types import list_view_as_list, placeholders_nulled
 from dsm.digest import ALGORITHM, G1, G2, P, RowDigest
 from dsm.errors import SchemaError
 
@@ -229,14 +229,7 @@ def hash_values(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
         return np.concatenate([hash_values(chunk) for chunk in arr.chunks])
     kind = arr.type
     if pa.types.is_dictionary(kind):
-        indices = arr.indices
-        if len(indices) and (pc.max(indices).as_py() or 0) >= len(arr.dictionary):
-            # Only a placeholder under a null parent points past the dictionary (pyarrow's builders write
-            # index 0 into an empty one there); its value is masked by the parent.
-            inside = pc.less(indices, pa.scalar(len(arr.dictionary), indices.type))
-            indices = pc.if_else(inside, indices, pa.scalar(None, indices.type))
-            arr = pa.DictionaryArray.from_arrays(indices, arr.dictionary)
-        return hash_values(arr.dictionary_decode())
+        return hash_values(placeholders_nulled(arr).dictionary_decode())
     if isinstance(kind, pa.ExtensionType):
         return hash_values(arr.storage)
     if pa.types.is_list_view(kind) or pa.types.is_large_list_view(kind):

@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 from typing import IO, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from dsm.errors import FormatError, InputError, SchemaError
 
@@ -20,6 +21,7 @@ __all__ = [
     "b64encode_array",
     "check_batch_schema",
     "check_stream_codec",
+    "check_text_timestamps",
     "check_utf8",
     "conform_batch",
     "describe_exception",
@@ -180,6 +182,23 @@ def check_batch_schema(batch: pa.RecordBatch, schema: pa.Schema, *, what: str) -
         raise SchemaError(
             f"{what}: a batch with schema ({batch.schema.to_string(show_schema_metadata=False)}) "
             f"was given to a writer of ({schema.to_string(show_schema_metadata=False)})"
+        )
+
+
+_FIRST_READABLE_NS = -9_223_372_036_000_000_000
+"""Arrow parses ISO-8601 text into whole seconds first, then scales them: in ``timestamp[ns]`` the last
+0.85 s before 1677-09-21T00:12:44 (the int64 minimum) are written fine but cannot be read back."""
+
+
+def check_text_timestamps(array: pa.Array) -> None:
+    """Refuse timestamps that text formats would write but no reader could parse back (SchemaError)."""
+    if array.type.unit != "ns" or len(array) == array.null_count:
+        return
+    low = pc.min(array.view(pa.int64())).as_py()
+    if low is not None and low < _FIRST_READABLE_NS:
+        raise SchemaError(
+            f"a {array.type} value ({low} ns) is before 1677-09-21T00:12:44, which ISO-8601 text cannot hold "
+            "readably at nanosecond precision"
         )
 
 

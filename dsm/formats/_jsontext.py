@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dsm.errors import SchemaError
-from dsm.formats._common import b64encode_array, is_binary_like, is_string_like
+from dsm.formats._common import b64encode_array, check_text_timestamps, is_binary_like, is_string_like
 from dsm.formats._storage import convert_array
 
 __all__ = ["encode_lines", "escape_json_strings", "json_stored_type", "text_buffer", "unsupported_json_type"]
@@ -67,10 +67,12 @@ def json_stored_type(type_: pa.DataType) -> pa.DataType:
         return pa.large_list(_stored_field(type_.value_field))
     if pa.types.is_fixed_size_list(type_):
         return pa.list_(_stored_field(type_.value_field), type_.list_size)
-    if pa.types.is_struct(type_):
+    if pa.types.is_struct(type_) and type_.num_fields:
         return pa.struct([_stored_field(type_.field(i)) for i in range(type_.num_fields)])
     if pa.types.is_map(type_):
         return pa.map_(_stored_field(type_.key_field), _stored_field(type_.item_field), type_.keys_sorted)
+    if pa.types.is_struct(type_):
+        raise SchemaError(f"type {type_} has no fields: pyarrow cannot build it back from JSON objects")
     raise SchemaError(f"type {type_} has no JSON encoding in dsm")
 
 
@@ -150,6 +152,7 @@ def _floats(array: pa.Array) -> pa.Array:
 
 def _timestamps(array: pa.Array) -> pa.Array:
     """ISO-8601 with the unit's fixed number of fractional digits; tz-aware values in UTC with ``Z``."""
+    check_text_timestamps(array)
     utc = array.view(pa.int64()).view(pa.timestamp(array.type.unit))
     text = pc.replace_substring(utc.cast(_TEXT), " ", "T", max_replacements=1)
     if pc.any(pc.starts_with(text, "<")).as_py():
@@ -221,7 +224,11 @@ def _texts(array: pa.Array) -> pa.Array:
     if pa.types.is_list(type_) or pa.types.is_large_list(type_):
         return _lists(array.offsets, array.values)
     if pa.types.is_fixed_size_list(type_):
-        return _texts(array.cast(pa.list_(type_.value_field)))
+        # Not through a cast to list: Arrow refuses one whose non-nullable items hold the placeholders
+        # of null lists.
+        size = type_.list_size
+        offsets = pa.array(np.arange(len(array) + 1, dtype=np.int64) * size)
+        return _lists(offsets, array.values.slice(array.offset * size, len(array) * size))
     if pa.types.is_struct(type_):
         return _structs(array)
     if pa.types.is_map(type_):

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dsm.arrow_types import list_view_as_list
+from dsm.arrow_types import list_view_as_list, placeholders_nulled
 from dsm.errors import SchemaError
 
 __all__ = ["Storage", "convert_array", "convert_batch", "same_type"]
@@ -87,6 +87,8 @@ def convert_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
             arrays.append(convert_array(column, field.type))
         except SchemaError as exc:
             raise SchemaError(f'field "{field.name}": {exc}') from None
+        except pa.ArrowException as exc:  # an index type too narrow for the values, a string too long...
+            raise SchemaError(f'field "{field.name}": its values do not fit {field.type} ({exc})') from None
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
@@ -128,6 +130,7 @@ def _rescaled(array: pa.Array, target: pa.DataType) -> pa.Array:
 
 
 def _dictionary(array: pa.DictionaryArray, target: pa.DataType) -> pa.Array:
+    array = placeholders_nulled(array)
     if not pa.types.is_dictionary(target):
         return convert_array(array.dictionary_decode(), target)
     dictionary = array.dictionary
@@ -168,6 +171,13 @@ def _nested(array: pa.Array, target: pa.DataType) -> pa.Array | None:
             offsets, values = _list_values(array)
             values = convert_array(values, target.value_type)
             return type(array).from_arrays(offsets, values, type=target, mask=_mask(array))
+    views = (pa.types.is_list_view, pa.types.is_large_list_view)
+    for test in views:
+        if test(source) and test(target):
+            values = convert_array(array.values, target.value_type)
+            # Copies of the offsets and sizes: pyarrow refuses sliced ones beside a validity mask.
+            offsets, sizes = (pa.concat_arrays([a, a.slice(0, 0)]) for a in (array.offsets, array.sizes))
+            return type(array).from_arrays(offsets, sizes, values, type=target, mask=_mask(array))
     if pa.types.is_fixed_size_list(source) and pa.types.is_fixed_size_list(target):
         size = source.list_size
         values = array.values.slice(array.offset * size, len(array) * size)
@@ -195,6 +205,10 @@ def convert_array(array: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.
     source = array.type
     if pa.types.is_dictionary(source):
         return _dictionary(array, target)
+    if pa.types.is_dictionary(target):  # values encoded: the dictionary of what the values are
+        encoded = convert_array(array, target.value_type).dictionary_encode()
+        indices = encoded.indices.cast(target.index_type, safe=True)
+        return pa.DictionaryArray.from_arrays(indices, encoded.dictionary, ordered=target.ordered)
     if source.equals(target) and not _has_dictionary(source):
         return array  # the same values; nested field names are the writer's (and no fingerprint's) concern
     nested = _nested(array, target)

@@ -26,6 +26,7 @@ from dsm.formats._common import (
     b64encode_array,
     check_batch_schema,
     check_stream_codec,
+    check_text_timestamps,
     describe_exception,
     encode_dictionary,
     is_binary_like,
@@ -420,6 +421,12 @@ class _CsvWriter(FormatWriter):
 
     def write_batch(self, batch: pa.RecordBatch) -> None:
         check_batch_schema(batch, self._schema, what="csv writer")
+        for field, column in zip(batch.schema, batch.columns, strict=True):
+            if pa.types.is_timestamp(field.type):
+                try:
+                    check_text_timestamps(column)
+                except SchemaError as exc:
+                    raise SchemaError(f'field "{field.name}": {exc}') from None
         arrays = [
             b64encode_array(column) if is_binary_like(column.type) else column.cast(field.type)
             for column, field in zip(batch.columns, self._text_schema, strict=True)

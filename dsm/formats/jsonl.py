@@ -458,8 +458,7 @@ def _cast_to(array: pa.Array, target: pa.DataType) -> pa.Array:
             raise ValueError("a null item in a list whose items are not nullable")
         mask = array.is_null() if array.null_count else None
         if pa.types.is_fixed_size_list(target):
-            wide = pa.ListArray.from_arrays(offsets.cast(pa.int32()), values, mask=mask)
-            return wide.cast(target, safe=True)
+            return _fixed_size(array, offsets, values, target, mask)
         return _list_class(target).from_arrays(offsets, values, type=target, mask=mask)
     if pa.types.is_map(source) and pa.types.is_map(target):
         offsets = pc.subtract(array.offsets, array.offsets[0])
@@ -474,6 +473,22 @@ def _cast_to(array: pa.Array, target: pa.DataType) -> pa.Array:
     if source.equals(target):
         return array
     return array.cast(target, safe=True)
+
+
+def _fixed_size(
+    array: pa.Array, offsets: pa.Array, values: pa.Array, target: pa.DataType, mask: pa.Array | None
+) -> pa.Array:
+    """Parsed lists as ``target`` (a fixed-size list): each valid list must have its size; a null one
+    gets null placeholders (built by a take, not a cast, which Arrow refuses for non-nullable items)."""
+    size = target.list_size
+    starts = np.asarray(offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
+    valid = np.asarray(array.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    lengths = np.diff(starts)
+    if np.any(valid & (lengths != size)):
+        raise ValueError(f"a list whose length is not {size}")
+    positions = starts[:-1, None] + np.arange(size, dtype=np.int64)[None, :]
+    indices = pa.array(positions.reshape(-1), mask=np.repeat(~valid, size))
+    return pa.FixedSizeListArray.from_arrays(values.take(indices), type=target, mask=mask)
 
 
 def _list_class(kind: pa.DataType) -> type[pa.Array]:

@@ -39,8 +39,8 @@ def _written_type(kind: pa.DataType) -> pa.DataType:
     """The type dsm hands to pyarrow's Parquet writer for values of ``kind`` (converted exactly).
 
     Parquet has no seconds unit for times and timestamps and no 64-bit date; pyarrow keeps dictionaries
-    only of string and binary values (large ones read back small) and writes no null among a dictionary's
-    values. Nested types are converted field by field.
+    only of string and binary values (large ones read back small), writes no null among a dictionary's
+    values and no slice of a view. Nested types are converted field by field.
     """
     if pa.types.is_dictionary(kind):
         values = kind.value_type
@@ -51,12 +51,22 @@ def _written_type(kind: pa.DataType) -> pa.DataType:
         return _written_type(values)
     if pa.types.is_date64(kind):
         return pa.date32()
+    # pyarrow's writer fails on sliced view arrays (a row group is a slice): views are held as what they view.
+    if pa.types.is_string_view(kind):
+        return pa.large_string()
+    if pa.types.is_binary_view(kind):
+        return pa.large_binary()
     if pa.types.is_time32(kind) and kind.unit == "s":
         return pa.time32("ms")
     if pa.types.is_timestamp(kind) and kind.unit == "s":
         return pa.timestamp("ms", tz=kind.tz)
     if pa.types.is_struct(kind):
-        return pa.struct([_written_field(kind.field(i)) for i in range(kind.num_fields)])
+        # pyarrow cannot read back a non-nullable fixed-size list inside a struct that has nulls: such a
+        # field is stored nullable (the same values; only the flag differs).
+        fields = [_written_field(kind.field(i)) for i in range(kind.num_fields)]
+        return pa.struct(
+            [f.with_nullable(True) if pa.types.is_fixed_size_list(f.type) else f for f in fields]
+        )
     if pa.types.is_map(kind):
         return pa.map_(_written_field(kind.key_field), _written_field(kind.item_field), kind.keys_sorted)
     if pa.types.is_fixed_size_list(kind):
@@ -74,8 +84,8 @@ def _written_field(field: pa.Field) -> pa.Field:
 _LISTS = (
     (pa.types.is_list, pa.list_),
     (pa.types.is_large_list, pa.large_list),
-    (pa.types.is_list_view, pa.list_view),
-    (pa.types.is_large_list_view, pa.large_list_view),
+    (pa.types.is_list_view, pa.list_),
+    (pa.types.is_large_list_view, pa.large_list),
 )
 
 

@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
+from dsm.arrow_types import take
 from dsm.checksum import DEFAULT_ALGORITHM, new_hasher
 from dsm.contract import Contract, Shard
 from dsm.engine import Progress
@@ -228,10 +229,14 @@ def _write_file(
     digest = [RowDigest.empty()]
     with dest.atomic_writer(path) as handle:
         sink = _HashingWriter(handle)
-        writer = fmt.open_writer(sink, schema)  # type: ignore[arg-type]
-        for batch in read_ahead(_digested(batches, schema, digest)):
-            writer.write_batch(batch)
-        writer.close()
+        try:
+            writer = fmt.open_writer(sink, schema)  # type: ignore[arg-type]
+            for batch in read_ahead(_digested(batches, schema, digest)):
+                writer.write_batch(batch)
+            writer.close()
+        except BaseException:
+            sink.abandon()  # what an unfinished writer flushes when it is collected goes nowhere
+            raise
         sink.flush()
     return _Written(size=sink.size, checksum=sink.checksum, digest=digest[0])
 
@@ -305,14 +310,21 @@ class _HashingWriter:
         self._raw = raw
         self._hasher = new_hasher(DEFAULT_ALGORITHM)
         self.size = 0
+        self._abandoned = False
+
+    def abandon(self) -> None:
+        self._abandoned = True
 
     def write(self, data: Any) -> int:
+        if self._abandoned:
+            return memoryview(data).nbytes
         self._hasher.update(data)
         self.size += memoryview(data).nbytes
         return self._raw.write(data)
 
     def flush(self) -> None:
-        self._raw.flush()
+        if not self._abandoned:
+            self._raw.flush()
 
     @property
     def checksum(self) -> str:
@@ -320,7 +332,9 @@ class _HashingWriter:
 
 
 def spill_schema(schema: pa.Schema) -> pa.Schema:
-    return schema.append(pa.field(POSITION_FIELD, pa.uint64(), nullable=False))
+    """The rows as the spill format stores them (``Format.storage``), plus their output position."""
+    stored = _SPILL_FORMAT.storage(schema).schema
+    return stored.append(pa.field(POSITION_FIELD, pa.uint64(), nullable=False))
 
 
 def scatter_unit(ctx: RewriteContext, unit: ScatterUnit, permutation: Permutation) -> dict[str, Any]:
@@ -328,6 +342,7 @@ def scatter_unit(ctx: RewriteContext, unit: ScatterUnit, permutation: Permutatio
     plan = ctx.plan
     starts = np.asarray(plan.bucket_starts, dtype=np.uint64)
     schema = spill_schema(ctx.schema)
+    stored = schema.remove(schema.get_field_index(POSITION_FIELD))
     path = ctx.journal.data_path("scatter", unit.index, ".arrow")
     index: list[int] = []
     offset = unit.offset
@@ -344,8 +359,9 @@ def scatter_unit(ctx: RewriteContext, unit: ScatterUnit, permutation: Permutatio
             buckets = np.searchsorted(starts, positions, side="right") - 1
             order = np.argsort(buckets, kind="stable")
             ordered = buckets[order]
+            batch = convert_batch(batch, stored)
             spilled = pa.RecordBatch.from_arrays([*batch.columns, pa.array(positions)], schema=schema)
-            spilled = spilled.take(pa.array(order))
+            spilled = take(spilled, pa.array(order))
             cuts = [0, *(np.flatnonzero(np.diff(ordered)) + 1).tolist(), count]
             for a, b in itertools.pairwise(cuts):
                 writer.write_batch(spilled.slice(a, b - a))
@@ -412,7 +428,7 @@ def _gathered(ctx: RewriteContext, unit: OutputUnit, readers: _SpillReaders) -> 
         order = pc.sort_indices(positions)
         rows = table.drop_columns([POSITION_FIELD])
         del table, positions
-        rows = rows.take(order).combine_chunks()  # one chunk per column: batch bounds as before
+        rows = take(rows, order).combine_chunks()  # one chunk per column: batch bounds as before
         del order
         yield from rows.to_batches(max_chunksize=plan.batch_rows)
         del rows

@@ -191,9 +191,12 @@ def _exact(value: Any) -> Any:
 
 
 def _comparable_values(column: pa.ChunkedArray) -> list[Any]:
+    target = _comparable_type(column.type)
+    if str(target) == str(column.type):
+        return column.to_pylist()  # type: ignore[no-any-return]
     try:
-        return column.cast(_comparable_type(column.type)).to_pylist()  # type: ignore[no-any-return]
-    except pa.ArrowInvalid:
+        return column.cast(target).to_pylist()  # type: ignore[no-any-return]
+    except (pa.ArrowInvalid, pa.ArrowIndexError):
         # Arrow cannot cast a struct whose non-nullable fields hold nulls under its own nulls.
         return column.to_pylist()  # type: ignore[no-any-return]
 
