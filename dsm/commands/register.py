@@ -9,10 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-import yaml
 
 from dsm.commands._common import now_utc, open_registry, tool_name
-from dsm.contract import Contract, Lineage, Schema
+from dsm.contract import Contract, Lineage, Schema, check_contract_size, load_yaml
 from dsm.engine import NullProgress, Progress, map_units
 from dsm.errors import ContractError, InputError, SchemaError
 from dsm.formats import Format, detect_compression, detect_format, get_format
@@ -110,11 +109,8 @@ def _schema_from_option(schema: str | Schema | Contract, registry: Registry) -> 
         loc = location(schema)
         if not loc.fs.exists(loc.root):
             raise InputError(f"schema file {schema} does not exist")
-        text = loc.fs.cat_file(loc.root).decode("utf-8")
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ContractError(f"{schema}: not valid YAML: {exc}") from None
+        check_contract_size(int(loc.fs.size(loc.root)), schema)
+        data = load_yaml(loc.fs.cat_file(loc.root), source=schema)
         if isinstance(data, dict) and "dsm" in data:
             return load_contract_file(schema).schema
         if isinstance(data, dict) and "fields" in data:

@@ -23,6 +23,7 @@ __all__ = [
     "check_stream_codec",
     "check_text_timestamps",
     "check_utf8",
+    "check_valid",
     "conform_batch",
     "describe_exception",
     "encode_dictionary",
@@ -58,9 +59,17 @@ class PositionTrackingSink:
         self._raw = raw
         self._position = 0
         self.closed = False
+        self._abandoned = False
+
+    def abandon(self) -> None:
+        """Drop whatever is written from now on: a writer given up on (its file is about to be removed)
+        still flushes when it is collected, into a file its owner may have closed."""
+        self._abandoned = True
 
     def write(self, data: Any) -> int:
         view = memoryview(data)
+        if self._abandoned:
+            return view.nbytes
         self._raw.write(view)  # type: ignore[arg-type]
         self._position += view.nbytes
         return view.nbytes
@@ -70,7 +79,7 @@ class PositionTrackingSink:
 
     def flush(self) -> None:
         flush = getattr(self._raw, "flush", None)
-        if flush is not None:
+        if flush is not None and not self._abandoned:
             flush()
 
     def close(self) -> None:
@@ -147,9 +156,8 @@ def open_input_stream(file: IO[bytes], compression: str | None) -> Any:
     return pa.CompressedInputStream(pa.PythonFile(NonClosingReader(file), mode="r"), compression)
 
 
-def open_output_stream(file: IO[bytes], compression: str | None) -> Any:
-    """A writable stream that compresses into ``file``; closing it never closes ``file``."""
-    sink = PositionTrackingSink(file)
+def open_output_stream(sink: PositionTrackingSink, compression: str | None) -> Any:
+    """A writable stream that compresses into ``sink``; closing it never closes the file under it."""
     if compression is None:
         return sink
     return pa.CompressedOutputStream(pa.PythonFile(sink, mode="w"), compression)
@@ -224,6 +232,16 @@ def check_utf8(batch: pa.RecordBatch, where: str) -> None:
             raise FormatError(f'{where} field "{field.name}": {describe_exception(exc)}') from None
 
 
+def check_valid(batch: pa.RecordBatch, where: str) -> None:
+    """Full validation of every column (offsets in bounds and increasing, UTF-8, dictionary indices):
+    a batch decoded from untrusted IPC bytes is only a view of them. FormatError names the field."""
+    for field, column in zip(batch.schema, batch.columns, strict=True):
+        try:
+            column.validate(full=True)
+        except pa.ArrowException as exc:
+            raise FormatError(f'{where} field "{field.name}": {describe_exception(exc)}') from None
+
+
 def conform_batch(batch: pa.RecordBatch, target: pa.Schema, *, shard: str) -> pa.RecordBatch:
     """``batch`` with exactly the ``target`` schema: columns selected by name and cast safely.
 
@@ -232,6 +250,11 @@ def conform_batch(batch: pa.RecordBatch, target: pa.Schema, *, shard: str) -> pa
     """
     if batch.schema.equals(target, check_metadata=True):
         return batch
+    missing = [f.name for f in target if batch.schema.get_field_index(f.name) < 0]
+    if missing:
+        raise SchemaError(
+            f'shard {shard}: no field "{missing[0]}" in the data (it has: {", ".join(batch.schema.names)})'
+        )
     arrays = []
     for field in target:
         column = batch.column(field.name)

@@ -19,7 +19,7 @@ from typing import IO, Any
 
 import pyarrow as pa
 
-from dsm.errors import DatasetNotFound, DsmError, FormatError, StorageError
+from dsm.errors import DatasetNotFound, DsmError, FormatError, InputError, StorageError
 from dsm.formats._common import describe_exception
 from dsm.storage import redact
 
@@ -114,6 +114,15 @@ def decoding_error(format_name: str, shard: str, file: Any, exc: BaseException) 
     return None
 
 
+def _check_batch_rows(batch_rows: Any, shard: str) -> None:
+    if batch_rows is not None and (
+        isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1
+    ):
+        raise InputError(
+            f"shard {shard}: batch_rows must be a whole number of at least 1, got {batch_rows!r}"
+        )
+
+
 def guard(method: Callable[..., Any], *, iterates: bool) -> Callable[..., Any]:
     """``method`` (a reading method of a format, ``(self, file, ..., shard=...)``) with its failures
     turned into dsm errors naming the shard; methods that return an iterator (``iterates``) are guarded
@@ -125,6 +134,7 @@ def guard(method: Callable[..., Any], *, iterates: bool) -> Callable[..., Any]:
 
         @functools.wraps(method)
         def iterate(self: Any, file: Any, *args: Any, shard: str, **kwargs: Any) -> Iterator[Any]:
+            _check_batch_rows(kwargs.get("batch_rows"), shard)
             guarded = GuardedFile.wrap(file)
             try:
                 yield from method(self, guarded, *args, shard=shard, **kwargs)

@@ -18,7 +18,7 @@ from dsm.errors import FormatError, InputError, SchemaError
 from dsm.formats._common import (
     PositionTrackingSink,
     check_batch_schema,
-    check_utf8,
+    check_valid,
     conform_batch,
     describe_exception,
     project_schema,
@@ -114,10 +114,9 @@ class ArrowFormat(Format):
         for index in range(reader.num_record_batches):
             try:
                 batch = reader.get_batch(index)
-                batch.validate()
             except pa.ArrowException as exc:
                 raise _unreadable(shard, exc) from None
-            check_utf8(batch, f"shard {shard} record batch {index}")
+            check_valid(batch, f"shard {shard} record batch {index}")
             yield from slice_batches(conform_batch(batch, target, shard=shard), batch_rows)
 
     def _stream(
@@ -133,6 +132,11 @@ class ArrowFormat(Format):
             reader = ipc.open_stream(file)
         except pa.ArrowException as exc:
             raise _unreadable(shard, exc) from None
+        if not reader.schema.equals(footer.schema):
+            raise FormatError(
+                f"shard {shard}: the Arrow file's body has the schema ({reader.schema.to_string()}) but its "
+                f"footer says ({footer.schema.to_string()}): the file is damaged"
+            )
         batches = rows = 0
         while True:
             try:
@@ -143,11 +147,7 @@ class ArrowFormat(Format):
                 raise FormatError(
                     f"shard {shard} record batch {batches}: not readable ({describe_exception(exc)})"
                 ) from None
-            try:
-                batch.validate()
-            except pa.ArrowException as exc:
-                raise _unreadable(shard, exc) from None
-            check_utf8(batch, f"shard {shard} record batch {batches}")
+            check_valid(batch, f"shard {shard} record batch {batches}")
             batches += 1
             rows += batch.num_rows
             if batches > declared:
@@ -243,7 +243,8 @@ class _ArrowWriter(FormatWriter):
         self._schema = schema
         self._closed = False
         options = ipc.IpcWriteOptions(compression=compression, emit_dictionary_deltas=True)
-        self._writer = ipc.new_file(PositionTrackingSink(file), schema, options=options)
+        self._sink = PositionTrackingSink(file)
+        self._writer = ipc.new_file(self._sink, schema, options=options)
         self._unifiers = {
             i: _DictionaryUnifier(field.type)
             for i, field in enumerate(schema)

@@ -10,7 +10,7 @@ from typing import IO, Any, ClassVar
 import pyarrow as pa
 
 from dsm.errors import InputError, SchemaError
-from dsm.formats._common import check_batch_schema
+from dsm.formats._common import PositionTrackingSink, check_batch_schema
 from dsm.formats._decoding import guard
 from dsm.formats._storage import Storage, convert_batch
 
@@ -66,12 +66,20 @@ class FormatWriter(ABC):
     def close(self) -> None:
         """Write any footer; does not close the underlying file object."""
 
+    def abort(self) -> None:
+        """Give the file up: nothing more reaches the file object (its owner removes what was written)."""
+        sink = getattr(self, "_sink", None)
+        if isinstance(sink, PositionTrackingSink):
+            sink.abandon()
+
     def __enter__(self) -> FormatWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:
         if exc[0] is None:
             self.close()
+        else:
+            self.abort()
 
 
 class Format(ABC):
@@ -281,6 +289,9 @@ class _StoringWriter(FormatWriter):
 
     def close(self) -> None:
         self._writer.close()
+
+    def abort(self) -> None:
+        self._writer.abort()
 
 
 for _name in _READERS:

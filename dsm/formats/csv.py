@@ -21,6 +21,7 @@ import pyarrow.csv as pcsv
 
 from dsm.errors import FormatError, InputError, SchemaError
 from dsm.formats._common import (
+    PositionTrackingSink,
     RowProblem,
     b64decode_array,
     b64encode_array,
@@ -149,8 +150,8 @@ class CsvFormat(Format):
             strings_can_be_null=True,
             quoted_strings_can_be_null=False,
             null_values=[""],
-            true_values=["true"],
-            false_values=["false"],
+            true_values=["true", "True", "TRUE"],  # pandas writes True and False
+            false_values=["false", "False", "FALSE"],
         )
 
     def _first_record(self, file: IO[bytes]) -> list[str] | None:
@@ -411,12 +412,14 @@ class _CsvWriter(FormatWriter):
     def __init__(self, file: IO[bytes], schema: pa.Schema, fmt: CsvFormat) -> None:
         self._schema = schema
         self._text_schema = pa.schema([pa.field(f.name, _write_type(f.type), f.nullable) for f in schema])
-        self._out = open_output_stream(file, fmt.compression)
-        self._sink = self._out if isinstance(self._out, pa.NativeFile) else pa.PythonFile(self._out, mode="w")
+        self._sink = PositionTrackingSink(file)
+        self._out = open_output_stream(self._sink, fmt.compression)
+        native = isinstance(self._out, pa.NativeFile)
+        self._stream = self._out if native else pa.PythonFile(self._out, mode="w")
         options = pcsv.WriteOptions(
             include_header=fmt.header, delimiter=fmt.delimiter, quoting_style="needed"
         )
-        self._writer = pcsv.CSVWriter(self._sink, self._text_schema, write_options=options)
+        self._writer = pcsv.CSVWriter(self._stream, self._text_schema, write_options=options)
         self._closed = False
 
     def write_batch(self, batch: pa.RecordBatch) -> None:
@@ -437,4 +440,4 @@ class _CsvWriter(FormatWriter):
         if not self._closed:
             self._closed = True
             self._writer.close()
-            self._sink.close()
+            self._stream.close()

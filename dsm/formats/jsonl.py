@@ -24,6 +24,7 @@ import pyarrow.json as pj
 
 from dsm.errors import FormatError, SchemaError
 from dsm.formats._common import (
+    PositionTrackingSink,
     RowProblem,
     b64decode_array,
     check_batch_schema,
@@ -794,7 +795,8 @@ class _JsonlWriter(FormatWriter):
 
     def __init__(self, file: IO[bytes], schema: pa.Schema, compression: str | None) -> None:
         self._schema = schema
-        self._out = open_output_stream(file, compression)
+        self._sink = PositionTrackingSink(file)
+        self._out = open_output_stream(self._sink, compression)
         self._closed = False
 
     def write_batch(self, batch: pa.RecordBatch) -> None:

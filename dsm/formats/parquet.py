@@ -297,8 +297,9 @@ class _ParquetWriter(FormatWriter):
         self._pending_rows = 0
         self._pending_bytes = 0
         self._closed = False
+        self._sink = PositionTrackingSink(file)
         self._writer = pq.ParquetWriter(
-            PositionTrackingSink(file),
+            self._sink,
             schema,
             compression=fmt.compression,
             compression_level=fmt.compression_level,

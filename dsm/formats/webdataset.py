@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from dsm.errors import FormatError, SchemaError
 from dsm.formats._common import (
+    PositionTrackingSink,
     check_batch_schema,
     check_stream_codec,
     is_string_like,
@@ -293,7 +294,8 @@ def _check_end(stream: _TarInput, offset: int, last: str, shard: str) -> None:
 class _TarWriter(FormatWriter):
     def __init__(self, file: IO[bytes], schema: pa.Schema, compression: str | None) -> None:
         self._schema = schema
-        self._out = open_output_stream(file, compression)
+        self._sink = PositionTrackingSink(file)
+        self._out = open_output_stream(self._sink, compression)
         self._archive = tarfile.open(  # noqa: SIM115 (closed by close())
             fileobj=self._out,
             mode="w|",
