@@ -7,7 +7,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsm.fingerprint import digest_batch, hash_values
+from dsm.hashing.fingerprint import digest_batch, hash_values
 from tests.fingerprint_reference import reference_digest, reference_value_hashes
 from tests.strategies import arrow_types, schemas, tables
 from tests.test_fingerprint_vectors import VALUE_VECTORS, vector_table

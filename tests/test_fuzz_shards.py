@@ -24,8 +24,8 @@ from typer.testing import CliRunner
 from dsm.cli.app import app
 from dsm.contract import Schema
 from dsm.formats import contract_format
-from dsm.reader import iter_shard
 from dsm.registry import Registry
+from dsm.shards import iter_shard
 from dsm.storage import location
 from tests.independent import comparable, read_rows
 from tests.trust_support import write_shards
@@ -159,7 +159,7 @@ def test_mutated_shards_are_refused_detected_or_read_exactly(case: str) -> None:
         assert _cli(*args).exit_code == 0
 
         @settings(
-            max_examples=25,
+            max_examples=16,
             deadline=None,
             database=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],

@@ -124,13 +124,13 @@ def test_generated_datasets_through_every_pair(
         try:
             if rewrite["operation"] == "convert":
                 result = dsm.convert_format(
-                    contract.ref, str(dest), to=target, registry=registry, format_options=write_options
+                    contract.ref, str(dest), format=target, registry=registry, format_options=write_options
                 )
             else:
                 result = dsm.reshard(
                     contract.ref,
                     str(dest),
-                    to=target,
+                    format=target,
                     registry=registry,
                     format_options=write_options,
                     **parameters,

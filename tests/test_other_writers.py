@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import dsm
-from dsm.fingerprint import digest_batches
+from dsm.hashing.fingerprint import digest_batches
 
 ROWS = 9
 
@@ -117,6 +117,6 @@ def test_files_other_tools_write_register_to_the_table_fingerprint(writer: str, 
     for target in ("parquet", "arrow", "jsonl", "csv"):
         if target == "csv" and fmt != "csv":
             continue
-        result = dsm.convert_format(contract.ref, str(tmp_path / target), to=target, registry=registry)
+        result = dsm.convert_format(contract.ref, str(tmp_path / target), format=target, registry=registry)
         report = dsm.verify(result.dataset, deep=True, registry=registry)
         assert report.ok, [(s.path, s.status, s.detail) for s in report.shards]

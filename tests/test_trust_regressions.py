@@ -28,7 +28,7 @@ from dsm.arrow_types import parse_type, type_name
 from dsm.cli.app import app
 from dsm.contract import Contract, Schema
 from dsm.errors import ContractError
-from dsm.fingerprint import hash_values
+from dsm.hashing.fingerprint import hash_values
 
 runner = CliRunner()
 
@@ -93,7 +93,7 @@ def test_item1_a_published_version_verifies_deep_and_re_registers(
     table = pa.table({"id": pa.array([0, 1, 2], pa.int64()), **ITEM_1_CASES[target]})
     _arrow_file(tmp_path / "src" / "part-0.arrow", table)
     source = dsm.register(str(tmp_path / "src"), name="src", registry=registry)
-    args = ["convert-format", source.ref, str(tmp_path / "out"), "--to", target, "--registry", registry]
+    args = ["convert-format", source.ref, str(tmp_path / "out"), "--format", target, "--registry", registry]
     result = cli(*args, *(["--read-back"] if read_back else []))
     assert result.exit_code == 0, (result.output, result.exception)
     published = dsm.Registry(registry).resolve("src")
@@ -117,7 +117,7 @@ def test_item2_compressed_text_shards_verify_deep(target: str, codec: str, tmp_p
     (tmp_path / "part-0.parquet").rename(tmp_path / "src" / "part-0.parquet")
     source = dsm.register(str(tmp_path / "src"), name="src", registry=registry)
     result = dsm.convert_format(
-        source.ref, str(tmp_path / "out"), to=target, compression=codec, registry=registry
+        source.ref, str(tmp_path / "out"), format=target, compression=codec, registry=registry
     )
     _deep_verify_ok(result.dataset, registry)
 

@@ -14,8 +14,8 @@ import pytest
 
 import dsm
 from dsm.errors import InputError
-from dsm.fingerprint import digest_batches
 from dsm.formats import get_format
+from dsm.hashing.fingerprint import digest_batches
 from tests.trust_support import FORMATS, check_published, check_refused, register_table, write_shards
 
 sys.path.insert(0, str(Path(__file__).parent / "formats"))
@@ -71,7 +71,7 @@ def test_every_pair_publishes_a_version_that_verifies_or_refuses(
         result = dsm.convert_format(
             contract.ref,
             str(dest),
-            to=target,
+            format=target,
             read_back=read_back,
             name=f"dst{int(read_back)}",
             registry=registry,
@@ -109,7 +109,7 @@ def test_every_pair_publishes_a_version_that_verifies_or_refuses(
             dest = tmp_path / f"refused-{case}-{int(read_back)}"
             with pytest.raises(InputError, match=case) as info:
                 dsm.convert_format(
-                    refused_contract.ref, str(dest), to=target, read_back=read_back, registry=registry
+                    refused_contract.ref, str(dest), format=target, read_back=read_back, registry=registry
                 )
             check_refused(info.value, dest)
             assert not dest.exists(), "a refusal writes nothing"

@@ -9,14 +9,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dsm.commands._common import resolve
 from dsm.contract import Contract, Shard
-from dsm.digest import RowDigest
 from dsm.engine import NullProgress, Progress, default_workers, map_units
 from dsm.errors import InputError
-from dsm.object_store import RequestStats, request_stats
-from dsm.registry import Registry
+from dsm.hashing.rowdigest import RowDigest
+from dsm.registry import Registry, resolve
 from dsm.storage import Location, location
+from dsm.storage.stores import RequestStats, request_stats
 from dsm.validators.physical import check_physical
 
 if TYPE_CHECKING:
@@ -198,30 +197,22 @@ def _check_rows_of(
     """Decode the shards at ``indices`` and check their rows, in shard order.
 
     Hashing string values holds the GIL, so threads barely overlap on it: on local disk the shards are
-    checked in forked worker processes instead (each re-opens its shard by path); elsewhere in threads
-    (an in-process ``memory://`` store is not visible to another process).
+    checked in the engine's forked worker processes instead (each re-opens its shard by path); elsewhere
+    in threads (an in-process ``memory://`` store is not visible to another process). Arrow and the
+    format layer load only in :func:`_check_job`: a bytes-only verify starts in a fraction of the time.
     """
-    # Arrow and the format layer load only here: a bytes-only verify starts in a fraction of the time.
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
     options = dict(loc.options)
     jobs = [
         _RowJob(url=contract.location, options=options, shard=contract.shards[i], contract=contract)
         for i in indices
     ]
-    count = min(workers or default_workers(), len(jobs))
-    if not loc.is_local or count < 2:
-        checks = map_units(_check_job, jobs, workers=workers or loc.io_workers)
-        for job in jobs:
-            progress.advance(job.shard.bytes)
-        return checks
-    with ProcessPoolExecutor(max_workers=count, mp_context=multiprocessing.get_context("fork")) as pool:
-        checks = []
-        for job, check in zip(jobs, pool.map(_check_job, jobs), strict=True):
-            progress.advance(job.shard.bytes)
-            checks.append(check)
-    return checks
+
+    def done(index: int, _: RowCheck) -> None:
+        progress.advance(jobs[index].shard.bytes)
+
+    if loc.is_local:
+        return map_units(_check_job, jobs, workers=workers or default_workers(), mode="process", on_done=done)
+    return map_units(_check_job, jobs, workers=workers or loc.io_workers, on_done=done)
 
 
 @dataclass(frozen=True, kw_only=True)

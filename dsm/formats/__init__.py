@@ -17,6 +17,7 @@ from dsm.errors import InputError
 from dsm.formats._common import STREAM_SUFFIXES
 from dsm.formats._storage import Storage, convert_batch
 from dsm.formats.base import DEFAULT_BATCH_ROWS, Format, FormatWriter
+from dsm.formats.index import ShardIndex
 
 if TYPE_CHECKING:
     from dsm.contract import Contract
@@ -26,6 +27,7 @@ __all__ = [
     "STREAM_SUFFIXES",
     "Format",
     "FormatWriter",
+    "ShardIndex",
     "Storage",
     "contract_format",
     "convert_batch",

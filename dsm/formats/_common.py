@@ -33,6 +33,7 @@ __all__ = [
     "open_input_stream",
     "open_output_stream",
     "project_schema",
+    "read_span",
     "slice_batches",
 ]
 
@@ -163,6 +164,32 @@ def open_output_stream(sink: PositionTrackingSink, compression: str | None) -> A
     return pa.CompressedOutputStream(pa.PythonFile(sink, mode="w"), compression)
 
 
+def read_span(file: IO[bytes], start: int, end: int, compression: str | None) -> bytes:
+    """Bytes ``start`` up to ``end`` of a file, or of its decompressed stream (which is decompressed from
+    its first byte: compressed text has no place to jump to)."""
+    size = end - start
+    if compression is None:
+        file.seek(start)
+        stream: Any = file
+    else:
+        file.seek(0)
+        stream = open_input_stream(file, compression)
+        skip = start
+        while skip > 0:
+            got = stream.read(min(skip, 16 << 20))
+            if not got:
+                raise FormatError(f"{compression} stream ends before byte {start}; the file changed")
+            skip -= len(got)
+    parts = []
+    while size > 0:
+        got = stream.read(size)
+        if not got:
+            raise FormatError(f"ends before byte {end}; the file changed after it was indexed")
+        parts.append(bytes(got))
+        size -= len(got)
+    return b"".join(parts)
+
+
 def is_string_like(type_: pa.DataType) -> bool:
     return bool(pa.types.is_string(type_) or pa.types.is_large_string(type_))
 
@@ -242,6 +269,24 @@ def check_valid(batch: pa.RecordBatch, where: str) -> None:
             raise FormatError(f'{where} field "{field.name}": {describe_exception(exc)}') from None
 
 
+def _read_as(column: pa.Array, field: pa.Field, shard: str) -> pa.Array:
+    """A stored column as ``field``'s type: Arrow's safe cast, else (no cast kernel: values into a
+    dictionary, views) the formats' exact conversions; SchemaError when neither gets there exactly."""
+    from dsm.formats._storage import convert_array
+
+    try:
+        try:
+            return column.cast(field.type, safe=True)
+        except pa.ArrowNotImplementedError:
+            return convert_array(column, field.type)
+    except (SchemaError, pa.ArrowException, ValueError) as exc:
+        problem = describe_exception(exc)
+    raise SchemaError(
+        f'shard {shard} field "{field.name}": stored as {column.type}, cannot be read as {field.type} '
+        f"({problem})"
+    )
+
+
 def conform_batch(batch: pa.RecordBatch, target: pa.Schema, *, shard: str) -> pa.RecordBatch:
     """``batch`` with exactly the ``target`` schema: columns selected by name and cast safely.
 
@@ -259,13 +304,7 @@ def conform_batch(batch: pa.RecordBatch, target: pa.Schema, *, shard: str) -> pa
     for field in target:
         column = batch.column(field.name)
         if not column.type.equals(field.type):
-            try:
-                column = column.cast(field.type, safe=True)
-            except (pa.ArrowException, ValueError) as exc:
-                raise SchemaError(
-                    f'shard {shard} field "{field.name}": stored as {column.type}, cannot be read as '
-                    f"{field.type} ({describe_exception(exc)})"
-                ) from None
+            column = _read_as(column, field, shard)
         if not field.nullable and column.null_count:
             raise SchemaError(
                 f'shard {shard} field "{field.name}": {column.null_count} null value(s) in a field the '

@@ -4,7 +4,7 @@ Every unit streams batches of about ``plan.batch_rows`` rows, so memory is bound
 one Parquet row group being built, or one shuffle bucket) whatever the size of the dataset or of a shard.
 
 **Shuffle (two passes, external).** Pass 1 (*scatter*, one unit per source shard or Parquet row range):
-each row's global index ``g`` goes through the seeded permutation (:mod:`dsm.rewrite.permutation`) to its
+each row's global index ``g`` goes through the seeded permutation (:mod:`dsm.hashing.permutation`) to its
 output *position* ``p``; the positions are cut into buckets of about ``BUCKET_BYTES`` of decoded rows (an
 output file is one or more consecutive buckets); each batch is reordered by bucket and appended, with a
 ``p`` column, to the unit's Arrow IPC spill file, one IPC batch per (batch, bucket) and an index of which
@@ -22,7 +22,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -30,19 +30,18 @@ import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
 from dsm.arrow_types import take
-from dsm.checksum import DEFAULT_ALGORITHM, new_hasher
 from dsm.contract import Contract, Shard
 from dsm.engine import Progress
 from dsm.errors import CheckFailed, FormatError, SchemaError
-from dsm.fingerprint import RowDigest, digest_batch
 from dsm.formats import Format, contract_format, convert_batch
 from dsm.formats._common import describe_exception
 from dsm.formats.arrow import ArrowFormat
-from dsm.reader import iter_shard
+from dsm.hashing.checksum import HashingWriter
+from dsm.hashing.fingerprint import RowDigest, digest_batch
+from dsm.hashing.permutation import Permutation
 from dsm.rewrite.journal import Journal
-from dsm.rewrite.permutation import Permutation
 from dsm.rewrite.plan import OutputUnit, RewritePlan, ScatterUnit, SourceRange
-from dsm.shards import DescribedShard, describe_shard, shard_entry
+from dsm.shards import DescribedShard, describe_shard, iter_shard, shard_entry
 from dsm.storage import Location, redact
 
 __all__ = [
@@ -228,14 +227,14 @@ def _write_file(
     """
     digest = [RowDigest.empty()]
     with dest.atomic_writer(path) as handle:
-        sink = _HashingWriter(handle)
+        sink = HashingWriter(handle)
+        writer = fmt.open_writer(sink, schema)  # type: ignore[arg-type]
         try:
-            writer = fmt.open_writer(sink, schema)  # type: ignore[arg-type]
             for batch in read_ahead(_digested(batches, schema, digest)):
                 writer.write_batch(batch)
             writer.close()
         except BaseException:
-            sink.abandon()  # what an unfinished writer flushes when it is collected goes nowhere
+            writer.abort()  # an unfinished writer must not flush into the file when it is collected
             raise
         sink.flush()
     return _Written(size=sink.size, checksum=sink.checksum, digest=digest[0])
@@ -303,34 +302,6 @@ def copy_unit(ctx: RewriteContext, unit: OutputUnit) -> DescribedShard:
     return found
 
 
-class _HashingWriter:
-    """A write-only file that hashes what passes through it (a spill file's checksum without a re-read)."""
-
-    def __init__(self, raw: IO[bytes]) -> None:
-        self._raw = raw
-        self._hasher = new_hasher(DEFAULT_ALGORITHM)
-        self.size = 0
-        self._abandoned = False
-
-    def abandon(self) -> None:
-        self._abandoned = True
-
-    def write(self, data: Any) -> int:
-        if self._abandoned:
-            return memoryview(data).nbytes
-        self._hasher.update(data)
-        self.size += memoryview(data).nbytes
-        return self._raw.write(data)
-
-    def flush(self) -> None:
-        if not self._abandoned:
-            self._raw.flush()
-
-    @property
-    def checksum(self) -> str:
-        return f"{DEFAULT_ALGORITHM}:{self._hasher.hexdigest()}"
-
-
 def spill_schema(schema: pa.Schema) -> pa.Schema:
     """The rows as the spill format stores them (``Format.storage``), plus their output position."""
     stored = _SPILL_FORMAT.storage(schema).schema
@@ -348,7 +319,7 @@ def scatter_unit(ctx: RewriteContext, unit: ScatterUnit, permutation: Permutatio
     offset = unit.offset
     rng = SourceRange(shard=unit.shard, start=unit.start, stop=unit.stop, whole=unit.whole)
     with ctx.dest.atomic_writer(path) as handle:
-        sink = _HashingWriter(handle)
+        sink = HashingWriter(handle)
         writer = _SPILL_FORMAT.open_writer(sink, schema)  # type: ignore[arg-type]
         for batch in read_ahead(iter_range(ctx.source_loc, ctx.source_fmt, ctx.schema, rng, plan.batch_rows)):
             count = batch.num_rows
