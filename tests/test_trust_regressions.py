@@ -58,39 +58,50 @@ def _reregistered(contract: dsm.Contract, registry: str) -> dsm.Contract:
 # ------------------------------------------------------------------------------------------------ item 1
 
 
-ITEM_1_CASES = {
-    # target format -> columns its files used to store as something else than the contract said
-    "parquet": {
-        "d64": pa.array([86_400_000 * 19_000, None, 0], pa.date64()),
-        "t32": pa.array([1, 86_399, None], pa.time32("s")),
-        "ts": pa.array([1_700_000_000, None, -1], pa.timestamp("s")),
-        "dict_null": pa.DictionaryArray.from_arrays(
-            pa.array([0, 1, None], pa.int32()), pa.array(["a", None])
-        ),
-    },
-    "csv": {
-        "d32": pa.array([decimal.Decimal("-123.45"), None, decimal.Decimal("0.01")], pa.decimal32(7, 2)),
-        "d64": pa.array(
-            [decimal.Decimal("1234567890.1234"), None, decimal.Decimal("-1")], pa.decimal64(18, 4)
-        ),
-    },
-    "jsonl": {
-        "dict": pa.array([7, 8, None], pa.int64()).dictionary_encode(),
-        "st": pa.array(
-            [{"l": [1, 2]}, None, {"l": []}],
-            pa.struct([pa.field("l", pa.list_(pa.int64()), nullable=False)]),
-        ),
-    },
+ITEM_1_CASES: dict[str, tuple[str, dict[str, pa.Array]]] = {
+    # case -> (target format, columns its files used to store otherwise than the contract said)
+    "parquet-units": (
+        "parquet",
+        {
+            "d64": pa.array([86_400_000 * 19_000, None, 0], pa.date64()),
+            "t32": pa.array([1, 86_399, None], pa.time32("s")),
+            "ts": pa.array([1_700_000_000, None, -1], pa.timestamp("s")),
+        },
+    ),
+    "parquet-dictionary-holding-a-null": (
+        "parquet",
+        {"dict": pa.DictionaryArray.from_arrays(pa.array([0, 1, None], pa.int32()), pa.array(["a", None]))},
+    ),
+    "csv-decimals": (
+        "csv",
+        {
+            "d32": pa.array([decimal.Decimal("-123.45"), None, decimal.Decimal("0.01")], pa.decimal32(7, 2)),
+            "d64": pa.array(
+                [decimal.Decimal("1234567890.1234"), None, decimal.Decimal("-1")], pa.decimal64(18, 4)
+            ),
+        },
+    ),
+    "jsonl-dictionary": ("jsonl", {"dict": pa.array([7, 8, None], pa.int64()).dictionary_encode()}),
+    "jsonl-non-null-list-in-a-nullable-struct": (
+        "jsonl",
+        {
+            "st": pa.array(
+                [{"l": [1, 2]}, None, {"l": []}],
+                pa.struct([pa.field("l", pa.list_(pa.int64()), nullable=False)]),
+            )
+        },
+    ),
 }
 
 
-@pytest.mark.parametrize("target", sorted(ITEM_1_CASES))
+@pytest.mark.parametrize("case", sorted(ITEM_1_CASES))
 @pytest.mark.parametrize("read_back", [False, True])
 def test_item1_a_published_version_verifies_deep_and_re_registers(
-    target: str, read_back: bool, tmp_path: Path
+    case: str, read_back: bool, tmp_path: Path
 ) -> None:
+    target, columns = ITEM_1_CASES[case]
     registry = str(tmp_path / "registry")
-    table = pa.table({"id": pa.array([0, 1, 2], pa.int64()), **ITEM_1_CASES[target]})
+    table = pa.table({"id": pa.array([0, 1, 2], pa.int64()), **columns})
     _arrow_file(tmp_path / "src" / "part-0.arrow", table)
     source = dsm.register(str(tmp_path / "src"), name="src", registry=registry)
     args = ["convert-format", source.ref, str(tmp_path / "out"), "--format", target, "--registry", registry]

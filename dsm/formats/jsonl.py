@@ -98,18 +98,20 @@ def _depth(line: bytes) -> int:
 def _check_nesting(chunk: bytes, first_line: int, shard: str) -> None:
     """Refuse a line nesting deeper than ``_MAX_NESTING`` before any parser sees it.
 
-    Counting brackets is an upper bound of the depth, so only lines with many are looked at closely.
+    A line nests no deeper than it has opening brackets, and has no more of them than bytes: only lines
+    longer than the limit are counted, and only lines with that many brackets are looked at closely.
     """
     if chunk.count(b"[") + chunk.count(b"{") <= _MAX_NESTING:
         return
-    data = np.frombuffer(chunk, dtype=np.uint8)
-    opens = np.flatnonzero((data == 0x5B) | (data == 0x7B))
-    ends = np.flatnonzero(data == 0x0A)
-    per_line = np.diff(np.concatenate(([0], np.searchsorted(opens, ends), [len(opens)])))
-    starts = np.concatenate(([0], ends + 1))
-    for index in np.flatnonzero(per_line > _MAX_NESTING).tolist():
-        end = int(ends[index]) if index < len(ends) else len(chunk)
-        if _depth(chunk[int(starts[index]) : end]) > _MAX_NESTING:
+    ends = np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == 0x0A)
+    if not len(ends) or ends[-1] != len(chunk) - 1:
+        ends = np.append(ends, len(chunk))
+    starts = np.concatenate(([0], ends[:-1] + 1))
+    for index in np.flatnonzero(ends - starts > _MAX_NESTING).tolist():
+        start, end = int(starts[index]), int(ends[index])
+        if chunk.count(b"[", start, end) + chunk.count(b"{", start, end) <= _MAX_NESTING:
+            continue
+        if _depth(chunk[start:end]) > _MAX_NESTING:
             raise FormatError(
                 f"shard {shard} line {first_line + index}: values nest deeper than {_MAX_NESTING} levels"
             )
