@@ -1,11 +1,13 @@
-"""Files other tools wrote (DuckDB, Polars, pandas, pyarrow with odd options) register to the same row
-fingerprint as the table they hold, and every conversion of them publishes a version that verifies deep."""
+"""Files other tools wrote (DuckDB, Polars, pandas, pyarrow with odd options, Hugging Face ``datasets``,
+the ``webdataset`` library) register to the same row fingerprint as the table they hold, and every
+conversion of them publishes a version that verifies deep."""
 
 from __future__ import annotations
 
 import datetime
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import polars as pl
@@ -14,7 +16,10 @@ import pyarrow.parquet as pq
 import pytest
 
 import dsm
+from dsm.formats import contract_format
 from dsm.hashing.fingerprint import digest_batches
+from dsm.shards import iter_shard
+from dsm.storage import location
 
 ROWS = 9
 
@@ -120,3 +125,78 @@ def test_files_other_tools_write_register_to_the_table_fingerprint(writer: str, 
         result = dsm.convert_format(contract.ref, str(tmp_path / target), format=target, registry=registry)
         report = dsm.verify(result.dataset, deep=True, registry=registry)
         assert report.ok, [(s.path, s.status, s.detail) for s in report.shards]
+
+
+# ----------------------------------------------------------------------------- webdataset and datasets
+
+
+def _samples() -> list[dict[str, Any]]:
+    return [
+        {
+            "__key__": f"shard/s{i:03d}",
+            "txt": f"caption {i} é",
+            "cls": i % 4,
+            "jpg": bytes([i]) * (i % 5),
+            **({"json": {"i": i}} if i % 3 else {}),  # a member some samples lack
+        }
+        for i in range(ROWS * 3)
+    ]
+
+
+@pytest.mark.parametrize("name", ["part-0.tar", "part-0.tar.gz"])
+def test_tars_the_webdataset_library_writes_read_as_it_reads_them(name: str, tmp_path: Path) -> None:
+    """What ``webdataset.TarWriter`` writes (plain and gzip) registers with every sample, each member
+    equal to what ``webdataset.WebDataset`` yields for it, and converts to versions that verify deep."""
+    import webdataset as wds
+
+    (tmp_path / "src").mkdir()
+    path = tmp_path / "src" / name
+    with wds.TarWriter(str(path), compress=name.endswith(".gz")) as sink:
+        for sample in _samples():
+            sink.write(sample)
+    registry = str(tmp_path / "registry")
+    contract = dsm.register(str(tmp_path / "src"), name="wds", registry=registry)
+    theirs = {s["__key__"]: s for s in wds.WebDataset(str(path), shardshuffle=False, empty_check=False)}
+    assert contract.total_rows == len(theirs) == ROWS * 3
+    schema = contract.schema.to_arrow()
+    batches = iter_shard(location(contract.location), name, contract_format(contract), schema=schema)
+    rows = [row for batch in batches for row in batch.to_pylist()]
+    assert sorted(row["__key__"] for row in rows) == sorted(theirs)
+    for row in rows:
+        sample = theirs[row["__key__"]]
+        members = {k: v for k, v in row.items() if k != "__key__" and v is not None}
+        assert set(members) == {k for k in sample if not k.startswith("__")}
+        for extension, value in members.items():
+            assert (value.encode() if isinstance(value, str) else value) == sample[extension]
+    for target in ("parquet", "webdataset"):
+        result = dsm.convert_format(contract.ref, str(tmp_path / target), format=target, registry=registry)
+        report = dsm.verify(result.dataset, deep=True, registry=registry)
+        assert report.ok, [(s.path, s.status, s.detail) for s in report.shards]
+
+
+@pytest.mark.parametrize("kind", ["parquet", "jsonl", "csv"])
+def test_files_hugging_face_datasets_writes_register_to_the_table_fingerprint(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    import datasets  # after the environment: it reads it at import
+
+    table = _table(nested=kind != "csv").drop_columns(["day", "ts"])  # text holds dates as strings
+    frame = datasets.Dataset(table)
+    (tmp_path / "src").mkdir()
+    path = tmp_path / "src" / f"part-0.{kind}"
+    if kind == "parquet":
+        frame.to_parquet(str(path), batch_size=4)
+    elif kind == "jsonl":
+        frame.to_json(str(path), batch_size=4)
+    else:
+        frame.to_csv(str(path), index=False, batch_size=4)
+    registry = str(tmp_path / "registry")
+    schema = None if kind == "parquet" else dsm.Schema.from_arrow(table.schema)
+    contract = dsm.register(str(tmp_path / "src"), name="hf", format=kind, schema=schema, registry=registry)
+    assert contract.fingerprint is not None
+    assert contract.fingerprint.ordered == digest_batches(table.to_batches()).ordered
+    result = dsm.convert_format(contract.ref, str(tmp_path / "arrow"), format="arrow", registry=registry)
+    assert dsm.verify(result.dataset, deep=True, registry=registry).ok

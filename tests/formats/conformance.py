@@ -297,10 +297,15 @@ class FormatConformance:
     # --------------------------------------------------------------------------------------- types
 
     @pytest.mark.parametrize("case", sorted(TYPE_CASES))
-    def test_round_trip_of_each_type(self, tmp_path: Path, case: str) -> None:
-        if case not in self.supported:
-            pytest.skip(f"{self.format_name} does not hold {case}")
-        self.round_trip(tmp_path, self.table_of([case]))
+    def test_round_trip_of_each_type_or_its_refusal(self, tmp_path: Path, case: str) -> None:
+        if case in self.supported:
+            self.round_trip(tmp_path, self.table_of([case]))
+            return
+        schema = self.prepare(pa.table({case: pa.array([], type=TYPE_CASES[case][0])})).schema
+        sink = io.BytesIO()
+        with pytest.raises(SchemaError, match=case):
+            self.make_format().open_writer(sink, schema)
+        assert sink.getvalue() == b"", "a refused schema writes nothing"
 
     @pytest.mark.parametrize("case", sorted(TYPE_CASES))
     def test_unsupported_names_each_field_it_cannot_hold(self, case: str) -> None:
@@ -310,14 +315,6 @@ class FormatConformance:
             assert reasons == []
         else:
             assert len(reasons) == 1 and f'"{case}"' in reasons[0]
-
-    def test_unsupported_schema_is_refused_by_the_writer(self, tmp_path: Path) -> None:
-        refused = [c for c in sorted(TYPE_CASES) if c not in self.supported]
-        if not refused:
-            pytest.skip("the format holds every type")
-        schema = self.prepare(pa.table({refused[0]: pa.array([], type=TYPE_CASES[refused[0]][0])})).schema
-        with pytest.raises(SchemaError, match=refused[0]):
-            self.make_format().open_writer(io.BytesIO(), schema)
 
     def test_all_supported_types_together_in_several_and_sliced_batches(self, tmp_path: Path) -> None:
         names = [c for c in sorted(self.supported) if c in FILLABLE]
