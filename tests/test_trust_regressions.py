@@ -28,7 +28,10 @@ from dsm.arrow_types import parse_type, type_name
 from dsm.cli.app import app
 from dsm.contract import Contract, Schema
 from dsm.errors import ContractError
+from dsm.formats import contract_format
 from dsm.hashing.fingerprint import hash_values
+from dsm.storage import location
+from dsm.validators.rows import check_rows
 
 runner = CliRunner()
 
@@ -221,14 +224,21 @@ def test_item4_parquet_page_checksums_are_checked(tmp_path: Path) -> None:
     path = tmp_path / "src" / "part-0.parquet"
     table = pa.table({"v": pa.array(range(1000), pa.int64())})
     pq.write_table(table, path, compression="none", use_dictionary=False, write_page_checksum=True)
+    registry = str(tmp_path / "r")
+    clean = dsm.register(str(tmp_path / "src"), name="clean", registry=registry)
     chunk = pq.ParquetFile(path).metadata.row_group(0).column(0)
     data = bytearray(path.read_bytes())
     data[chunk.data_page_offset + chunk.total_compressed_size - 1] ^= 0x01  # the last value's last byte
     path.write_bytes(bytes(data))
     assert pq.read_table(path).column("v").to_pylist() != list(range(1000))  # still decodes, wrongly
-    result = cli("register", str(tmp_path / "src"), "--name", "p", "--registry", str(tmp_path / "r"))
+    result = cli("register", str(tmp_path / "src"), "--name", "p", "--registry", registry)
     assert result.exit_code == 2, result.output
     assert "part-0.parquet" in result.output
+    # Deep verify's row check of a shard reads it through the same checked reader (its byte checksum
+    # stops it first in a whole verify: this is the check a contract without checksums relies on).
+    check = check_rows(location(clean.location), clean.shards[0], contract_format(clean), table.schema)
+    assert check.status == "unreadable", check
+    assert "part-0.parquet" in check.detail and "checksum" in check.detail.lower(), check.detail
 
 
 def _tar(samples: int) -> bytes:
