@@ -23,7 +23,7 @@ from dsm.errors import DatasetNotFound, DsmError, FormatError, InputError, Stora
 from dsm.formats._common import describe_exception
 from dsm.storage import redact
 
-__all__ = ["DECODING_ERRORS", "GuardedFile", "decoding_error", "guard"]
+__all__ = ["DECODING_ERRORS", "GuardedFile", "check_schema_text", "decoding_error", "guard"]
 
 DECODING_ERRORS: tuple[type[BaseException], ...] = (
     pa.ArrowException,
@@ -114,6 +114,34 @@ def decoding_error(format_name: str, shard: str, file: Any, exc: BaseException) 
     return None
 
 
+def check_schema_text(schema: pa.Schema) -> pa.Schema:
+    """``schema`` once every name and type parameter in it decodes as text (else ``ValueError``).
+
+    Arrow decodes a file's field names and timezones only when they are first asked for, so a damaged
+    footer would otherwise fail later, outside the reader, wherever the schema is first printed or named.
+    """
+    try:
+        kinds = [field.type for field in schema if field.name is not None]
+        while kinds:
+            kind = kinds.pop()
+            if isinstance(kind, pa.TimestampType):
+                _ = kind.tz
+            elif isinstance(kind, pa.DictionaryType):
+                kinds.append(kind.value_type)
+            kinds.extend(kind.field(i).type for i in range(kind.num_fields) if kind.field(i).name is not None)
+    except UnicodeDecodeError:
+        raise ValueError("its schema holds a field name or timezone that is not UTF-8") from None
+    return schema
+
+
+def _checked(result: Any) -> Any:
+    if isinstance(result, pa.Schema):
+        check_schema_text(result)
+    elif isinstance(result, (pa.RecordBatch, pa.Table)):
+        check_schema_text(result.schema)
+    return result
+
+
 def _check_batch_rows(batch_rows: Any, shard: str) -> None:
     if batch_rows is not None and (
         isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1
@@ -137,7 +165,14 @@ def guard(method: Callable[..., Any], *, iterates: bool) -> Callable[..., Any]:
             _check_batch_rows(kwargs.get("batch_rows"), shard)
             guarded = GuardedFile.wrap(file)
             try:
-                yield from method(self, guarded, *args, shard=shard, **kwargs)
+                items = iter(method(self, guarded, *args, shard=shard, **kwargs))
+                try:
+                    for item in items:  # the first batch's schema is the file's: the rest share it
+                        yield _checked(item)
+                        break
+                    yield from items
+                finally:
+                    getattr(items, "close", lambda: None)()  # a reader stopped early closes its file now
             except Exception as exc:
                 error = decoding_error(self.name, shard, guarded, exc)
                 if error is None:
@@ -151,7 +186,7 @@ def guard(method: Callable[..., Any], *, iterates: bool) -> Callable[..., Any]:
     def call(self: Any, file: Any, *args: Any, shard: str, **kwargs: Any) -> Any:
         guarded = GuardedFile.wrap(file)
         try:
-            return method(self, guarded, *args, shard=shard, **kwargs)
+            return _checked(method(self, guarded, *args, shard=shard, **kwargs))
         except Exception as exc:
             error = decoding_error(self.name, shard, guarded, exc)
             if error is None:
