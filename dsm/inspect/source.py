@@ -302,10 +302,16 @@ class RowSource:
         pieces = [found[p][0].slice(found[p][1], 1) for p in positions]
         return _concat(pieces, schema), [places[p] for p in positions]
 
-    def _page(self, table: pa.Table, places: list[RowLocation], selection: Mapping[str, Any]) -> RowPage:
+    def _page(
+        self,
+        table: pa.Table,
+        places: list[RowLocation],
+        selection: Mapping[str, Any],
+        episodes_of_rows: bool = True,
+    ) -> RowPage:
         shown = [f for f in self.fields if f.name in table.column_names]
         episodes: tuple[EpisodeSummary, ...] = ()
-        if self.episode_layout is not None and places:
+        if self.episode_layout is not None and places and episodes_of_rows:
             episodes = self.episodes(positions=[p.position for p in places])
         return RowPage(
             dataset=self.ref,
@@ -319,15 +325,21 @@ class RowSource:
             notes=tuple(self.index_cache.notes),
         )
 
-    def read(self, offset: int, count: int, *, columns: Sequence[str] | None = None) -> RowPage:
-        """Rows ``offset`` up to ``offset + count`` (fewer at the end), rendered and masked."""
+    def read(
+        self, offset: int, count: int, *, columns: Sequence[str] | None = None, episodes: bool = True
+    ) -> RowPage:
+        """Rows ``offset`` up to ``offset + count`` (fewer at the end), rendered and masked.
+
+        ``episodes=False`` leaves :attr:`RowPage.episodes` empty: the first summary of a ``rows`` or
+        ``stream`` layout scans the RL columns of the whole dataset, which a viewer paging through rows
+        asks for separately (:meth:`episodes`), in the background."""
         check_count(count)
         if offset < 0:
             raise InputError(f"offset must be at least 0, got {offset}")
         if offset > self.num_rows:
             raise InputError(f"{self.ref}: offset {offset:,} is past the last row ({self.num_rows:,} rows)")
         table, places = self._range(offset, count, self._columns(columns))
-        return self._page(table, places, {"kind": "range", "offset": offset, "count": count})
+        return self._page(table, places, {"kind": "range", "offset": offset, "count": count}, episodes)
 
     def take(
         self,
@@ -335,11 +347,14 @@ class RowSource:
         *,
         columns: Sequence[str] | None = None,
         selection: Mapping[str, Any] | None = None,
+        episodes: bool = True,
     ) -> RowPage:
-        """The rows at ``positions``, in that order, rendered and masked."""
+        """The rows at ``positions``, in that order, rendered and masked (``episodes`` as in
+        :meth:`read`)."""
         check_count(len(positions))
         table, places = self._take(list(positions), self._columns(columns))
-        return self._page(table, places, selection or {"kind": "positions", "positions": list(positions)})
+        chosen = selection or {"kind": "positions", "positions": list(positions)}
+        return self._page(table, places, chosen, episodes)
 
     def sample(self, count: int, *, seed: int = 0, columns: Sequence[str] | None = None) -> RowPage:
         """``count`` rows drawn uniformly from the whole dataset (same ``seed``, same rows), in position
