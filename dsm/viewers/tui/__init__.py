@@ -101,14 +101,9 @@ def view(
 ) -> None:
     """Open the terminal viewer on ``ref`` and return when the person quits.
 
-    Refuses (:class:`InputError`) without the ``view`` extra, without a terminal, on an unknown column,
-    a row out of range or an unknown image mode, before anything but the contract is read.
+    Refuses (:class:`InputError`) without the ``view`` extra, on an unknown dataset or column, a row out
+    of range or an unknown image mode, and without a terminal, before anything but the contract is read.
     """
-    require_textual()
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        raise InputError(
-            "dsm view needs a terminal (stdin and stdout); for piped output use dsm head, sample or find"
-        )
     app = make_app(
         ref,
         columns=columns,
@@ -122,6 +117,10 @@ def view(
         storage_options=storage_options,
         cache_dir=cache_dir,
     )
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise InputError(
+            "dsm view needs a terminal (stdin and stdout); for piped output use dsm head, sample or find"
+        )
     from dsm.viewers.tui.pictures import prepare
 
     prepare(images)

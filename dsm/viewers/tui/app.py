@@ -132,6 +132,12 @@ class ViewerApp(App[None]):
 
     # ---------------------------------------------------------------------------------------- layout
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The row keys act on the rows screen only (the episode and diff screens have their own)."""
+        if action in ("quit", "help") or self.screen is self.screen_stack[0]:
+            return True
+        return False if action in _ROW_ACTIONS else True
+
     def compose(self) -> Any:
         with Container(id="main"):
             yield LazyTable(self.window, self._columns(self.read_columns), marker=_marker, id="rows")
@@ -433,6 +439,9 @@ class ViewerApp(App[None]):
             self.notify("this row belongs to no episode", severity="warning")
         else:
             self.push_screen(EpisodeScreen(self.source, summary))
+
+
+_ROW_ACTIONS = {"goto", "search", "search_next", "command", "columns", "copy", "diff", "episode"}
 
 
 def _marker(row: RowView) -> str | None:

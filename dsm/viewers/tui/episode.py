@@ -138,7 +138,7 @@ class EpisodeScreen(Screen[None]):
     def compose(self) -> Any:
         yield Static(self._head(), id="episode-head")
         yield Static(Text("reading rewards…", style="dim"), id="episode-rewards")
-        columns = [Column[Step](name="step", width=6, render=_index)]
+        columns: list[Column[Step]] = []  # the gutter shows the step's place in the episode
         for number, name in enumerate(self.names):
             field = self.source.field(name)
             width = 8 if field.role in ("reward", "done", "terminated", "truncated", "action", "step") else 24
@@ -359,10 +359,6 @@ class EpisodeScreen(Screen[None]):
             self.notify("no next episode" if direction > 0 else "no previous episode", severity="warning")
             return
         self.app.switch_screen(EpisodeScreen(self.source, other))
-
-
-def _index(step: Step) -> Text:
-    return Text(f"{step.index:,}")
 
 
 def _text_of(number: int) -> Callable[[Step], Text]:
