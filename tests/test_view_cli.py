@@ -72,41 +72,22 @@ def test_without_the_view_extra_it_exits_2_naming_it(registry: str, monkeypatch:
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        (["--row", "12"], "rows 0 to 11"),
-        (["--columns", "id,nope"], "no field 'nope'"),
-        (["--images", "ascii"], "choose one of auto, kitty"),
-        (["--row", "1", "--key", "id=1"], "not both"),
-        (["--unmask", "lang"], "has no classification"),
+        ({"row": 12}, "rows 0 to 11"),
+        ({"columns": ["id", "nope"]}, "no field 'nope'"),
+        ({"images": "ascii"}, "choose one of auto, kitty"),
+        ({"row": 1, "key": ["id=1"]}, "not both"),
+        ({"unmask": ["lang"]}, "has no classification"),
     ],
 )
 def test_bad_arguments_are_refused_before_the_app_starts(
-    registry: str, tmp_path: Path, arguments: list[str], message: str
+    registry: str, tmp_path: Path, arguments: dict[str, Any], message: str
 ) -> None:
     pytest.importorskip("textual")
     from dsm.errors import InputError
     from dsm.viewers.tui import make_app
 
-    options: dict[str, Any] = {"registry": registry, "cache_dir": str(tmp_path / "cache")}
-    it = iter(arguments)
-    names = {
-        "--row": "row",
-        "--columns": "columns",
-        "--images": "images",
-        "--key": "key",
-        "--unmask": "unmask",
-    }
-    for flag in it:
-        value: Any = next(it)
-        name = names[flag]
-        options[name] = (
-            int(value)
-            if name == "row"
-            else value.split(",")
-            if name in ("columns", "key", "unmask")
-            else value
-        )
     with pytest.raises(InputError, match=message):
-        make_app("chats", **options)
+        make_app("chats", registry=registry, cache_dir=str(tmp_path / "cache"), **arguments)
 
 
 def test_an_unknown_dataset_exits_2_before_the_terminal_is_asked_for(tmp_path: Path) -> None:

@@ -136,7 +136,7 @@ class ViewerApp(App[None]):
         """The row keys act on the rows screen only (the episode and diff screens have their own)."""
         if action in ("quit", "help") or self.screen is self.screen_stack[0]:
             return True
-        return False if action in _ROW_ACTIONS else True
+        return action not in _ROW_ACTIONS
 
     def compose(self) -> Any:
         with Container(id="main"):
