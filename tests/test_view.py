@@ -542,3 +542,32 @@ async def test_a_shard_that_cannot_be_read_is_shown_and_the_app_goes_on(tmp_path
         await pilot.press("home")
         await settle(pilot)
         assert "row 0 · shard part-00000.parquet" in screen_text(app)
+
+
+async def test_the_table_scrolls_a_billion_rows_reading_only_the_blocks_shown() -> None:
+    from rich.text import Text
+    from textual.app import App
+
+    from dsm.viewers.tui.table import Column, LazyTable
+    from dsm.viewers.tui.window import RowWindow
+
+    total = 1_000_000_000
+    window: RowWindow[int] = RowWindow(total, lambda offset, count: list(range(offset, offset + count)))
+    columns = [Column[int](name="value", width=14, render=lambda v: Text(f"{v * 2:,}"))]
+
+    class One(App[None]):
+        def compose(self) -> Any:
+            yield LazyTable(window, columns, id="t")
+
+    app = One()
+    async with app.run_test(size=(60, 20)) as pilot:
+        table = app.query_one(LazyTable)
+        await settle(pilot, ready=table.screen_ready)
+        await pilot.press("end")
+        await settle(pilot, ready=table.screen_ready)
+        assert table.cursor == total - 1
+        assert f"{total - 1:,}" in screen_text(app) and f"{(total - 1) * 2:,}" in screen_text(app)
+        await pilot.press("pageup")
+        await settle(pilot, ready=table.screen_ready)
+        last = window.block_of(total - 1)
+        assert set(window.history) <= {0, 1, last - 1, last}

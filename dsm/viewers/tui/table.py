@@ -146,26 +146,30 @@ class LazyTable(ScrollView, Generic[T], can_focus=True):
         """Show these columns; ``fit`` narrows them to the rows around the cursor."""
         self.columns = list(columns)
         self._widest = list(columns)
+        self._fitted = False
         self._update_virtual_size()
         if fit:
             self._fit(self.window.block_of(self.cursor))
         self.refresh()
 
     def _fit(self, block: int) -> None:
-        """Narrow each column to what the first rows read need (never wider than its width); once, so
-        that columns do not move while scrolling."""
+        """Fit the columns to the rows of ``block``: the first block read sets each width (never wider
+        than the column allows), later blocks only widen a column whose values need more room."""
         first = block * self.window.block_rows
         rows = [r for r in (self.window.get(p) for p in range(first, first + self.window.block_rows)) if r]
         if not rows:
             return
-        self._fitted = True
         fitted = []
-        for column in self._widest:
-            need = max((column.render(r).cell_len for r in rows), default=0)
-            width = max(len(column.name), min(column.width, need), 3)
-            fitted.append(Column(name=column.name, width=width, render=column.render))
-        self.columns = fitted
-        self._update_virtual_size()
+        for widest, shown in zip(self._widest, self.columns, strict=True):
+            need = max((widest.render(r).cell_len for r in rows), default=0)
+            width = max(len(widest.name), min(widest.width, need), 3)
+            if self._fitted:
+                width = max(width, shown.width)
+            fitted.append(Column(name=widest.name, width=width, render=widest.render))
+        self._fitted = True
+        if [c.width for c in fitted] != [c.width for c in self.columns]:
+            self.columns = fitted
+            self._update_virtual_size()
 
     def set_window(self, window: RowWindow[T]) -> None:
         """Show another window (the old one's worker stops); the cursor goes to its first row."""
@@ -202,8 +206,7 @@ class LazyTable(ScrollView, Generic[T], can_focus=True):
 
     def on_lazy_table__block_loaded(self, message: LazyTable._BlockLoaded) -> None:
         message.stop()
-        if not self._fitted:
-            self._fit(message.block)
+        self._fit(message.block)
         self.refresh()
         if self.window.block_of(self.cursor) == message.block:
             self.post_message(self.CursorMoved(self, self.cursor))  # type: ignore[arg-type]
