@@ -5,6 +5,7 @@ playback, the row diff, key lookups, copy, the column picker, masking and its au
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -544,30 +545,96 @@ async def test_a_shard_that_cannot_be_read_is_shown_and_the_app_goes_on(tmp_path
         assert "row 0 · shard part-00000.parquet" in screen_text(app)
 
 
-async def test_the_table_scrolls_a_billion_rows_reading_only_the_blocks_shown() -> None:
-    from rich.text import Text
-    from textual.app import App
+def _billion_rows(root: Path) -> Path:
+    """A contract file of a real dataset of 1,000,000,000 rows: one Parquet file of a million rows
+    (registered, so its shard entry is dsm's own), listed 1,000 times under 1,000 names (hard links), with
+    the dataset fingerprint combined from the shards' as register would."""
+    import os
 
-    from dsm.viewers.tui.table import Column, LazyTable
-    from dsm.viewers.tui.window import RowWindow
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    import dsm
+    from dsm.contract import DatasetFingerprint
+    from dsm.hashing.rowdigest import RowDigest
+
+    ids = pa.array(range(1_000_000), pa.int64())
+    text = pc.binary_join_element_wise("row ", pc.cast(ids, pa.string()), "")
+    one = root / "one"
+    one.mkdir()
+    pq.write_table(pa.table({"id": ids, "text": text}), one / "part.parquet", row_group_size=65_536)
+    registered = dsm.register(str(one), name="one", registry=str(root / "registry"))
+    shard = registered.shards[0]
+    many = root / "billion"
+    many.mkdir()
+    shards = []
+    for number in range(1_000):
+        name = f"part-{number:05d}.parquet"
+        os.link(one / "part.parquet", many / name)
+        shards.append(dataclasses.replace(shard, path=name))
+    digest = RowDigest.combine(
+        RowDigest.from_hex(
+            rows=s.rows or 0, unordered=s.fingerprint or "", ordered=s.ordered_fingerprint or ""
+        )
+        for s in shards
+    )
+    contract = registered.evolve(
+        name="billion",
+        version=None,
+        location=str(many),
+        shards=tuple(shards),
+        fingerprint=DatasetFingerprint(
+            algorithm="dsm-rows-v1", rows=digest.rows, unordered=digest.unordered, ordered=digest.ordered
+        ),
+        lineage=None,
+    )
+    path = root / "billion.yaml"
+    path.write_text(contract.to_yaml())
+    return path
+
+
+async def test_a_billion_row_dataset_opens_and_jumps_reading_only_the_shards_and_blocks_shown(
+    tmp_path: Path,
+) -> None:
+    from dsm.viewers.tui import make_app
 
     total = 1_000_000_000
-    window: RowWindow[int] = RowWindow(total, lambda offset, count: list(range(offset, offset + count)))
-    columns = [Column[int](name="value", width=14, render=lambda v: Text(f"{v * 2:,}"))]
+    contract = _billion_rows(tmp_path)
+    app = make_app(str(contract), cache_dir=str(tmp_path / "cache"), images="none")
+    opened: list[int] = []
+    index = app.source.index
 
-    class One(App[None]):
-        def compose(self) -> Any:
-            yield LazyTable(window, columns, id="t")
+    def counted(shard: int) -> Any:
+        opened.append(shard)
+        return index(shard)
 
-    app = One()
-    async with app.run_test(size=(60, 20)) as pilot:
-        table = app.query_one(LazyTable)
-        await settle(pilot, ready=table.screen_ready)
+    app.source.index = counted  # type: ignore[method-assign]
+    spans: list[int] = []
+    want = app.window.want
+
+    def wanted(first: int, last: int, **kwargs: Any) -> None:
+        spans.append(last - first + 1)
+        want(first, last, **kwargs)
+
+    app.window.want = wanted  # type: ignore[method-assign]
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        assert "row 0 of 1,000,000,000" in _status(app) and "part-00000.parquet" in _status(app)
         await pilot.press("end")
-        await settle(pilot, ready=table.screen_ready)
-        assert table.cursor == total - 1
-        assert f"{total - 1:,}" in screen_text(app) and f"{(total - 1) * 2:,}" in screen_text(app)
-        await pilot.press("pageup")
-        await settle(pilot, ready=table.screen_ready)
-        last = window.block_of(total - 1)
-        assert set(window.history) <= {0, 1, last - 1, last}
+        await settle(pilot)
+        assert app.table.cursor == total - 1
+        text = screen_text(app)
+        assert "999,999,999" in text and "row 999999" in text  # the last row, its text on screen
+        assert "part-00999.parquet, row group 15" in _status(app)
+        await pilot.press("g")
+        await _type(pilot, "500000000")
+        await pilot.press("enter", "pagedown")
+        await settle(pilot)
+        assert app.table.cursor == 500_000_000 + app.table.page_rows
+        assert "part-00500.parquet" in _status(app)
+        # the footers of four of the thousand files were read, and a few blocks of 128 rows
+        assert set(opened) <= {0, 999, 499, 500}  # 499: the block before the screen, prefetched
+        assert app.window.held_rows <= 8 * app.window.block_rows
+        # the rows asked for were always one screen, never the span of a jump (its cursor apart)
+        assert spans and max(spans) <= app.table.page_rows

@@ -38,6 +38,16 @@ def test_blocks_no_longer_near_the_screen_are_not_read() -> None:
     assert _drain(window) == [5000, 5001, 4999]
 
 
+def test_a_cursor_far_from_the_screen_adds_its_block_not_the_blocks_between() -> None:
+    # a jump scrolls and moves the cursor one after the other: between the two, the cursor is a billion
+    # rows from the screen, and the window must not walk the blocks in between
+    window = RowWindow(1_000_000_000, _rows, block_rows=100)
+    window.want(0, 30, cursor=999_999_999)
+    assert _drain(window) == [9_999_999, 0, 1]
+    window.want(999_999_970, 999_999_999, cursor=0)
+    assert _drain(window) == [9_999_998]  # the screen was read with the cursor; its neighbour now
+
+
 def test_the_window_keeps_at_most_its_budget_and_never_drops_the_screen() -> None:
     window = RowWindow(1_000_000, _rows, block_rows=10, prefetch=1, max_blocks=8)
     for top in range(0, 2_000, 10):

@@ -213,7 +213,7 @@ class LazyTable(ScrollView, Generic[T], can_focus=True):
 
     def _want(self) -> None:
         first = self.first_shown
-        self.window.want(min(first, self.cursor), max(first + self.page_rows - 1, self.cursor))
+        self.window.want(first, first + self.page_rows - 1, cursor=self.cursor)
 
     def on_resize(self, event: events.Resize) -> None:
         self._want()

@@ -136,25 +136,32 @@ class RowWindow(Generic[T]):
 
     # ----------------------------------------------------------------------------------- what to read
 
-    def want(self, first: int, last: int) -> None:
-        """Rows ``first`` to ``last`` are on screen: read their blocks first, then ``prefetch`` blocks on
-        each side; blocks wanted before and no longer near the screen are not read."""
+    def want(self, first: int, last: int, *, cursor: int | None = None) -> None:
+        """Rows ``first`` to ``last`` are on screen (and row ``cursor``, which may be far from them while
+        a jump scrolls): read their blocks first, then ``prefetch`` blocks on each side of the screen;
+        blocks wanted before and no longer near the screen are not read. The work is bounded by the
+        screen's height, never by the distance between the screen and the cursor."""
         if self.total == 0:
             return
         first = max(0, min(first, self.total - 1))
         last = max(first, min(last, self.total - 1))
         lo, hi = self.block_of(first), self.block_of(last)
         order = list(range(lo, hi + 1))
+        if cursor is not None and 0 <= cursor < self.total and not lo <= self.block_of(cursor) <= hi:
+            order.insert(0, self.block_of(cursor))
+        shown = set(order)
         for step in range(1, self.prefetch + 1):
             order += [hi + step, lo - step]
         top = self.block_of(self.total - 1)
         with self._cond:
-            self._shown = set(range(lo, hi + 1))
-            for block in self._shown:
+            self._shown = shown
+            for block in shown:
                 if block in self._blocks:
                     self._blocks.move_to_end(block)
             self._wanted = [
-                b for b in order if 0 <= b <= top and b not in self._blocks and b not in self._errors
+                b
+                for b in dict.fromkeys(order)
+                if 0 <= b <= top and b not in self._blocks and b not in self._errors
             ]
             self._cond.notify_all()
 
