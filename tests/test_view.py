@@ -415,18 +415,6 @@ async def test_d_diffs_against_the_previous_version_side_by_side(data: Datasets)
         assert not isinstance(app.screen, DiffScreen)
 
 
-def test_changed_characters_are_marked_in_a_text_pair() -> None:
-    from dsm.inspect.view import CellView
-    from dsm.viewers.tui.diff import marked_pair
-
-    old = CellView(field="t", kind="text", value="row 7: word word", summary="")
-    new = CellView(field="t", kind="text", value="row 7: WORD word", summary="")
-    left, right = marked_pair(old, new)
-    assert left.plain == "row 7: word word" and right.plain == "row 7: WORD word"
-    marked = [right.plain[s.start : s.end] for s in right.spans if "on" in str(s.style)]
-    assert marked == ["WORD"]
-
-
 # ------------------------------------------------------------------------------------ copy, columns
 
 

@@ -1,5 +1,6 @@
-"""The rows window of ``dsm view`` (no terminal needed): what it reads, in which order, what it keeps, how it
-searches; a generated test holds its promises over random scrolling."""
+"""The parts of ``dsm view`` that need no terminal: the rows window (what it reads, in which order, what it
+keeps, how it searches; a generated test holds its promises over random scrolling) and the diff's marking
+of changed characters."""
 
 from __future__ import annotations
 
@@ -118,3 +119,15 @@ def test_random_scrolling_reads_only_what_was_near_the_screen(
         assert len(window._blocks) <= max(window.max_blocks, shown)  # the screen itself is never dropped
     assert set(window.history) <= near
     assert all(0 <= b * block_rows < max(total, 1) for b in window.history)
+
+
+def test_changed_characters_are_marked_in_a_text_pair() -> None:
+    from dsm.inspect.view import CellView
+    from dsm.viewers.tui.diff import marked_pair
+
+    old = CellView(field="t", kind="text", value="row 7: word word", summary="")
+    new = CellView(field="t", kind="text", value="row 7: WORD word", summary="")
+    left, right = marked_pair(old, new)
+    assert left.plain == "row 7: word word" and right.plain == "row 7: WORD word"
+    marked = [right.plain[s.start : s.end] for s in right.spans if "on" in str(s.style)]
+    assert marked == ["WORD"]
