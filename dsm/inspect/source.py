@@ -6,7 +6,8 @@ decodes the row groups (Parquet), record batches (Arrow), blocks of lines (JSONL
 (WebDataset) that hold those rows, found through each shard's row index (:mod:`dsm.inspect.index`). What it
 returns is the plain view model of :mod:`dsm.inspect.view`, with classified fields masked: the raw values of a
 masked field never leave this module. Unmasking is an argument of :func:`open_rows`, audited in the registry
-before the source opens.
+before the source opens. That is also why the module is longer than 600 lines: reads, key lookups, episode
+scans and media all handle unmasked values, and keeping them in one class keeps those values in one place.
 
 >>> rows = open_rows("web-text@prod")  # doctest: +SKIP
 >>> page = rows.read(4_000_000, 10, columns=["id", "text"])  # doctest: +SKIP
