@@ -23,6 +23,7 @@ from dsm.cli import (
     serve,
     storage_check,
     verify,
+    view,
 )
 
 __all__ = ["app"]
@@ -51,5 +52,6 @@ for _module in (
     lifecycle,
     policy,
     serve,
+    view,
 ):
     _module.add_to(app)
