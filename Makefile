@@ -9,7 +9,7 @@ HASH := $(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 BASE_STAMP := $(VENV)/.installed-base-$(HASH)
 STAMP := $(VENV)/.installed-test-$(HASH)
 
-.PHONY: demo test lint typecheck unit install install-base bench clean
+.PHONY: demo test lint typecheck unit install install-base browser bench clean screenshots
 
 # dsm and its own dependencies only: what `pip install dsm` gives a user. --no-compile: Python compiles the
 # modules a command imports on first use instead of every module of pyarrow and numpy at install time (a
@@ -22,11 +22,12 @@ $(BASE_STAMP): pyproject.toml
 
 install-base: $(BASE_STAMP)
 
-# The test extras on top: S3 and Azure clients, the servers' parts, torch (the CPU build where this machine
-# has one: the CUDA build is several GB and no test uses a GPU), linters.
+# The test extras on top: S3 and Azure clients, the servers' parts, the viewers, torch (the CPU build where
+# this machine has one: the CUDA build is several GB and no test uses a GPU), linters.
 $(STAMP): $(BASE_STAMP)
+	$(PIP) install --upgrade pip
 	$(PIP) install --only-binary :all: '$(TORCH_CPU)' || true
-	$(PIP) install -e '.[test,s3,azure,torch]'
+	$(PIP) install -e '.[test,s3,azure,torch,web]'
 	rm -f $(VENV)/.installed-test-*
 	touch $@
 
@@ -38,6 +39,15 @@ $(NODE_STAMP): package.json package-lock.json
 	touch $@
 
 install: $(STAMP) $(NODE_STAMP)
+
+# The web viewer's browser tests drive Debian's Chromium through Playwright (never a browser Playwright
+# downloads): installed here when it is missing and this is root (CI is); elsewhere the tests say what to do.
+CHROMIUM ?= /usr/bin/chromium
+
+browser:
+	@test -x $(CHROMIUM) || { if [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	else echo "note: $(CHROMIUM) is missing; as root: apt-get install chromium (the browser tests need it)"; fi; }
 
 DEMO_REGISTRY := demo-data/registry
 
@@ -60,7 +70,7 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
-unit: install
+unit: install browser
 	$(BIN)/pytest -q
 
 test: lint typecheck unit
@@ -72,6 +82,16 @@ bench: install
 	$(BIN)/python benchmarks/rewrite.py --sizes 0.5,1.0
 	$(BIN)/python benchmarks/cutover.py
 	$(BIN)/python benchmarks/inspect.py
+	$(BIN)/python benchmarks/serve.py
+	$(BIN)/python benchmarks/view.py
+
+# The SVG snapshots of `dsm view` (tests/__snapshots__/) made again, and the three docs/ shows copied from
+# them; look at the new pictures before committing them.
+screenshots: install
+	$(BIN)/pytest -q tests/test_view_snapshots.py --snapshot-update -k "not docs"
+	cp tests/__snapshots__/test_view_snapshots/test_chat_thread.svg docs/view-chat.svg
+	cp tests/__snapshots__/test_view_snapshots/test_image_view.svg docs/view-image.svg
+	cp tests/__snapshots__/test_view_snapshots/test_episode_view.svg docs/view-episode.svg
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

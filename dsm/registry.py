@@ -36,7 +36,7 @@ from typing import Any
 
 import yaml
 
-from dsm.contract import Contract
+from dsm.contract import Contract, check_contract_size, load_yaml
 from dsm.errors import ConflictError, ContractError, DatasetNotFound, InputError
 from dsm.storage import Location, compare_and_swap, location, redact
 from dsm.units import utc_now_text
@@ -47,7 +47,6 @@ __all__ = [
     "DeprecatedVersionWarning",
     "Registry",
     "VersionStatus",
-    "contract_text",
     "default_registry_url",
     "load_contract_file",
     "open_registry",
@@ -245,7 +244,8 @@ class Registry:
                 raise DatasetNotFound(f"no dataset named {name!r} in registry {redact(self.url)}")
             raise DatasetNotFound(f"{name}@{version} does not exist; versions of {name}: {known}")
         source = redact(self.location.url_of(rel))
-        contract = Contract.from_yaml(contract_text(self.location.read_bytes(rel), source), source=source)
+        check_contract_size(self.location.size(rel), source)
+        contract = Contract.from_yaml(self.location.read_bytes(rel), source=source)
         if contract.name != name or contract.version != version:
             raise ContractError(
                 f"{source}: the file says {contract.name}@{contract.version}, its path {name}@{version}; "
@@ -450,25 +450,26 @@ class Registry:
         rel = f"{name}/status.yaml"
         if not self.location.exists(rel):
             return {}, None
-        raw = self.location.read_bytes(rel)
+        raw = self._read_yaml_bytes(rel)
+        data = load_yaml(raw, source=redact(self.location.url_of(rel))) or {}
         try:
-            data = yaml.safe_load(raw) or {}
             return {int(v): VersionStatus.from_dict(int(v), e) for v, e in data.items()}, raw
-        except (yaml.YAMLError, AttributeError, KeyError, TypeError, ValueError):
+        except (AttributeError, KeyError, TypeError, ValueError):
             raise ContractError(
                 f"{redact(self.location.url_of(rel))}: expected a mapping of version to "
                 "{status, reason, at, by}"
             ) from None
 
+    def _read_yaml_bytes(self, rel: str) -> bytes:
+        check_contract_size(self.location.size(rel), redact(self.location.url_of(rel)))
+        return self.location.read_bytes(rel)
+
     def _read_aliases(self, name: str) -> tuple[dict[str, int], bytes | None]:
         rel = f"{name}/aliases.yaml"
         if not self.location.exists(rel):
             return {}, None
-        raw = self.location.read_bytes(rel)
-        try:
-            data = yaml.safe_load(raw) or {}
-        except yaml.YAMLError as exc:
-            raise ContractError(f"{redact(self.location.url_of(rel))}: not valid YAML: {exc}") from None
+        raw = self._read_yaml_bytes(rel)
+        data = load_yaml(raw, source=redact(self.location.url_of(rel))) or {}
         if not isinstance(data, dict) or not all(isinstance(v, int) for v in data.values()):
             raise ContractError(
                 f"{redact(self.location.url_of(rel))}: expected a mapping of alias to version"
@@ -487,21 +488,7 @@ def load_contract_file(path: str, storage_options: Mapping[str, Any] | None = No
         data = loc.read_bytes("")  # one GET: its answer says why it failed (a HEAD's does not)
     except DatasetNotFound:
         raise DatasetNotFound(f"contract file {redact(path)} does not exist", path=redact(path)) from None
-    return Contract.from_yaml(contract_text(data, redact(path)), source=redact(path))
-
-
-def contract_text(data: bytes, source: str) -> str:
-    """The text of a contract file; :class:`ContractError` naming ``source`` when it is not UTF-8."""
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise ContractError(
-            f"{source}: not UTF-8 text (line {line}, byte {exc.start}); a contract file is UTF-8 YAML: "
-            "restore the file or write it again",
-            path=source,
-            line=line,
-        ) from None
+    return Contract.from_yaml(data, source=redact(path))  # its size is checked before it is parsed
 
 
 def open_registry(

@@ -25,6 +25,7 @@ from typing import IO, Any
 
 import pyarrow as pa
 
+from dsm.arrow_types import MAX_TYPE_DEPTH
 from dsm.contract import DatasetFingerprint, Shard
 from dsm.errors import DsmError, FormatError, SchemaError, about
 from dsm.formats import DEFAULT_BATCH_ROWS, Format
@@ -71,19 +72,13 @@ def _decode_errors(loc: Location, path: str, exc: Exception) -> FormatError:
     return FormatError(f"shard {redact(loc.url_of(path))}: cannot be decoded: {exc}", shard=path)
 
 
-# Arrow's own bound on nested types (its IPC reader refuses deeper ones). Every walk of a type in dsm and
-# in the libraries below it (schema checks, contracts, JSON) recurses, so a deeper type is refused here,
-# where a shard's schema first comes in, rather than found as a RecursionError wherever it is walked.
-MAX_NESTING = 64
-
-
 def _nesting(type_: pa.DataType) -> int:
     """How many levels deep ``type_`` nests (1 for a flat type), without recursing."""
     deepest, pending = 0, [(type_, 1)]
     while pending:
         current, depth = pending.pop()
         deepest = max(deepest, depth)
-        if depth > MAX_NESTING:
+        if depth > MAX_TYPE_DEPTH:
             break
         pending.extend((current.field(i).type, depth + 1) for i in range(current.num_fields))
         if pa.types.is_dictionary(current):
@@ -102,8 +97,9 @@ def _undecodable(exc: BaseException) -> bool:
 
 
 def shard_schema(loc: Location, path: str, fmt: Format) -> pa.Schema:
-    """The schema stored in (or inferred from) one shard; a field nested deeper than :data:`MAX_NESTING`
-    is a :class:`~dsm.errors.FormatError` naming the shard and the field."""
+    """The schema stored in (or inferred from) one shard. A field nested deeper than
+    :data:`~dsm.arrow_types.MAX_TYPE_DEPTH` is a :class:`~dsm.errors.FormatError` naming the shard and the
+    field, here where a shard's schema first comes in, before any walk of the type recurses that deep."""
     with open_shard(loc, path) as handle:
         try:
             schema = fmt.read_schema(handle, shard=path)
@@ -114,9 +110,9 @@ def shard_schema(loc: Location, path: str, fmt: Format) -> pa.Schema:
                 raise
             raise _decode_errors(loc, path, exc) from None
     for field in schema:
-        if _nesting(field.type) > MAX_NESTING:
+        if _nesting(field.type) > MAX_TYPE_DEPTH:
             raise FormatError(
-                f"shard {redact(loc.url_of(path))}: field {field.name!r} nests more than {MAX_NESTING} "
+                f"shard {redact(loc.url_of(path))}: field {field.name!r} nests more than {MAX_TYPE_DEPTH} "
                 "levels deep (lists or structs within each other), more than dsm and Arrow read; flatten it",
                 shard=path,
                 field=field.name,

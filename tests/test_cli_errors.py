@@ -574,10 +574,10 @@ def test_a_type_nested_too_deep_is_refused_naming_the_shard(tmp_path: Path, kind
     never as a RecursionError wherever the type is next walked; a depth dsm reads registers."""
     import pyarrow.parquet as pq
 
-    from dsm.shards import MAX_NESTING
+    from dsm.arrow_types import MAX_TYPE_DEPTH
 
     registry = str(tmp_path / "registry")
-    for depth, fine in ((MAX_NESTING - 4, True), (MAX_NESTING + 16, False)):
+    for depth, fine in ((MAX_TYPE_DEPTH - 4, True), (MAX_TYPE_DEPTH + 16, False)):
         folder = tmp_path / f"{kind}-{depth}"
         folder.mkdir()
         rows = [{"id": 1, "deep": _nested(depth)}]

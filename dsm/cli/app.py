@@ -22,8 +22,10 @@ from dsm.cli import (
     policy,
     register,
     rewrite,
+    serve,
     storage_check,
     verify,
+    view,
 )
 
 __all__ = ["app"]
@@ -83,5 +85,7 @@ for _module in (
     footprint,
     lifecycle,
     policy,
+    serve,
+    view,
 ):
     _module.add_to(app)

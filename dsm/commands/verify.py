@@ -287,13 +287,13 @@ class _RowJob:
 
 
 def _check_job(job: _RowJob) -> RowCheck:
-    from dsm.formats import get_format
+    from dsm.formats import contract_format
     from dsm.validators.rows import check_rows
 
     loc = location(job.url, job.options)
     on_rows = rows_as_bytes(report_progress, _rows_share(job.shard), job.shard.rows)
     return check_rows(
-        loc, job.shard, get_format(job.contract.format), job.contract.schema.to_arrow(), on_rows=on_rows
+        loc, job.shard, contract_format(job.contract), job.contract.schema.to_arrow(), on_rows=on_rows
     )
 
 
