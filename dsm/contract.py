@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from dsm.errors import ContractError
+from dsm.paths import path_problem
 
 __all__ = [
     "CONTRACT_FORMAT_VERSION",
@@ -401,6 +402,13 @@ def _check_semantics(data: Mapping[str, Any], source: str) -> None:
     paths = [s["path"] for s in data["shards"]]
     if len(set(paths)) != len(paths):
         raise ContractError(f"{source}: field shards: a shard path appears twice")
+    for index, path in enumerate(paths):
+        problem = path_problem(path)
+        if problem is not None:
+            raise ContractError(
+                f"{source}: field shards[{index}].path: {path!r} {problem}; shard paths are relative to the "
+                "location and stay below it"
+            )
 
 
 def _path_text(path: Sequence[str | int]) -> str:

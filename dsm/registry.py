@@ -19,21 +19,23 @@ every layer above.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
 from dsm.contract import Contract
 from dsm.errors import ConflictError, ContractError, DatasetNotFound, InputError
-from dsm.storage import Location, compare_and_swap, location, redact
+from dsm.storage import Location, canonical_location, compare_and_swap, location, overlaps, redact
 from dsm.units import utc_now_text
 
 __all__ = [
     "AliasMove",
+    "Catalog",
     "Registry",
     "VersionStatus",
     "default_registry_url",
@@ -153,6 +155,10 @@ class Registry:
                 raise DatasetNotFound(f"no dataset named {name!r} in registry {redact(self.url)}")
         return list(names) or known
 
+    def catalog(self, storage_options: Mapping[str, Any] | None = None) -> Catalog:
+        """Every version of every dataset, read once (:class:`Catalog`)."""
+        return Catalog.read(self, storage_options)
+
     def versions(self, name: str) -> list[int]:
         found = []
         for info in self.location.child(f"{name}/versions").list_files(recursive=False):
@@ -215,6 +221,9 @@ class Registry:
             raise InputError(
                 f"{contract.name!r} is not a valid dataset name (letters, digits, '.', '_', '-')"
             )
+        # Validated as a reader will load it (shard paths below the location, ...): never publish what
+        # would not load back.
+        Contract.from_dict(contract.to_dict(), source=f"the contract of {contract.name} to publish")
         created = contract.created or utc_now_text()
         version = (self.versions(contract.name) or [0])[-1] + 1
         for _ in range(_PUBLISH_ATTEMPTS):
@@ -314,6 +323,112 @@ class Registry:
                 f"{redact(self.location.url_of(rel))}: expected a mapping of alias to version"
             )
         return {str(k): int(v) for k, v in data.items()}, raw
+
+
+@dataclass(kw_only=True)
+class Catalog:
+    """Every version of every dataset in a registry, read once, and where each one's files are.
+
+    What decides that something is safe to delete or to write compares canonical locations
+    (:func:`dsm.storage.canonical_location`) against every version here, never location strings: a
+    dataset registered from a parent folder, through a symlink or under another spelling of the URL
+    lists the same files.
+    """
+
+    registry: Registry
+    storage_options: Mapping[str, Any] | None = None
+    contracts: dict[tuple[str, int], Contract] = field(default_factory=dict)
+    statuses: dict[str, dict[int, VersionStatus]] = field(default_factory=dict)
+    aliases: dict[str, dict[str, int]] = field(default_factory=dict)
+    _locations: dict[str, Location] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def read(cls, reg: Registry, storage_options: Mapping[str, Any] | None = None) -> Catalog:
+        """Every contract, status and alias of ``reg``. A contract that does not load is an error:
+        nothing may be judged unused while a version cannot be read."""
+        out = cls(registry=reg, storage_options=storage_options)
+        for name in reg.names():
+            out.statuses[name] = reg.statuses(name)
+            out.aliases[name] = reg.aliases(name)
+            for version in reg.versions(name):
+                out.contracts[(name, version)] = reg.get(name, version)
+        return out
+
+    def location_of(self, contract: Contract) -> Location:
+        if contract.location not in self._locations:
+            self._locations[contract.location] = location(contract.location, self.storage_options)
+        return self._locations[contract.location]
+
+    def files_of(self, contract: Contract) -> dict[str, str]:
+        """``{canonical value: shard path}`` of every file ``contract`` lists."""
+        loc = self.location_of(contract)
+        return {canonical_location(loc, s.path): s.path for s in contract.shards}
+
+    def listed_files(self, *, exclude: Collection[tuple[str, int]] = ()) -> dict[str, list[str]]:
+        """``{canonical value: refs}``: every file that a version not in ``exclude`` lists."""
+        listed: dict[str, list[str]] = {}
+        for key, contract in sorted(self.contracts.items()):
+            if key in exclude:
+                continue
+            for canonical in self.files_of(contract):
+                listed.setdefault(canonical, []).append(contract.ref)
+        return listed
+
+    def claimed(self, contract: Contract) -> str:
+        """The canonical place a version holds: its location, or its one file when it was registered
+        from a single file (``source_glob`` naming exactly one path)."""
+        loc = self.location_of(contract)
+        pattern = contract.metadata.get("source_glob")
+        if isinstance(pattern, str) and pattern and len(contract.shards) == 1:
+            literal = contract.shards[0].path
+            if fnmatch.fnmatchcase(literal, pattern) and glob_of(literal) == pattern:
+                return canonical_location(loc, literal)
+        return canonical_location(loc)
+
+    def claims(self, url: str) -> list[Contract]:
+        """Versions whose place overlaps ``url`` (``url`` is inside it, around it, or the same place,
+        compared canonically), except retired versions none of whose files is still there."""
+        target = canonical_location(location(url, self.storage_options))
+        found = []
+        for (name, version), contract in sorted(self.contracts.items()):
+            if not overlaps(target, self.claimed(contract)):
+                continue
+            status = self.statuses.get(name, {}).get(version)
+            if status is not None and status.status == "retired" and not self._any_file_left(contract):
+                continue  # its data was deleted: nothing of it can be overwritten
+            found.append(contract)
+        return found
+
+    def _any_file_left(self, contract: Contract) -> bool:
+        loc = self.location_of(contract)
+        present = {f.path for f in loc.list_files()}
+        return any(s.path in present for s in contract.shards)
+
+    def refuse_destination(self, url: str, *, doing: str) -> None:
+        """InputError (exit 2) when ``url`` overlaps a registered version's place or the registry
+        itself: data written there could overwrite, or mix with, files a version lists."""
+        target = canonical_location(location(url, self.storage_options))
+        if overlaps(target, canonical_location(self.registry.location)):
+            raise InputError(
+                f"{doing}: the destination {redact(url)} overlaps the registry "
+                f"({redact(self.registry.url)}); choose a folder of its own; nothing was written"
+            )
+        claims = self.claims(url)
+        if claims:
+            shown = ", ".join(f"{c.ref} ({redact(c.location)})" for c in claims[:3])
+            more = f" and {len(claims) - 3} more" if len(claims) > 3 else ""
+            raise InputError(
+                f"{doing}: the destination {redact(url)} overlaps the location of {shown}{more}: a "
+                "destination may not be a registered dataset's folder, inside one, around one, or a "
+                "link to one (its files could be overwritten or mixed with the new ones); choose a "
+                "folder of its own; nothing was written"
+            )
+
+
+def glob_of(path: str) -> str:
+    """The glob that matches exactly ``path`` (``[``, ``*`` and ``?`` escaped), as ``source_glob``
+    records a single file."""
+    return re.sub(r"([*?\[])", r"[\1]", path)
 
 
 def _looks_like_path(ref: str) -> bool:

@@ -30,6 +30,7 @@ __all__ = [
     "format_rate",
     "format_seconds",
     "format_si",
+    "format_time",
     "parse_duration",
     "parse_number",
     "parse_rate",
@@ -166,6 +167,11 @@ def parse_workers(value: int | str | Sequence[int]) -> tuple[int, ...]:
     if not counts:
         raise InputError("workers: give at least one worker count, e.g. 4 or 1,2,4,8")
     return tuple(sorted(set(counts)))
+
+
+def format_time(moment: datetime) -> str:
+    """``2026-11-30T10:00:00.123Z``: the timestamps of journal records and leases (UTC, milliseconds)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
 def utc_now_text() -> str:

@@ -27,6 +27,7 @@ from dsm.formats._common import (
     project_schema,
 )
 from dsm.formats.base import DEFAULT_BATCH_ROWS, Format, FormatWriter
+from dsm.paths import path_problem
 
 __all__ = ["KEY_FIELD", "TEXT_EXTENSIONS", "WebDatasetFormat", "split_member"]
 
@@ -103,6 +104,12 @@ class WebDatasetFormat(Format):
                 for member in archive:
                     if not member.isfile():
                         continue
+                    unsafe = path_problem(member.name)
+                    if unsafe is not None:
+                        raise FormatError(
+                            f'shard {shard}: member "{member.name}" {unsafe}: a member name stays inside '
+                            "its archive"
+                        )
                     parts = split_member(member.name)
                     if parts is None:
                         raise FormatError(f'shard {shard}: member "{member.name}" has no key.extension name')
@@ -250,6 +257,11 @@ class _TarWriter(FormatWriter):
 
     @staticmethod
     def _check_key(key: str | None) -> None:
+        if key and path_problem(key) is not None:
+            raise FormatError(
+                f"webdataset key {key!r} cannot be written: it {path_problem(key)} (member names stay "
+                "inside their archive)"
+            )
         if not key or split_member(f"{key}.x") != (key, "x"):
             raise FormatError(
                 f"webdataset key {key!r} cannot be written: "

@@ -16,7 +16,7 @@
 ('memory', [])
 """
 
-from dsm.storage.canonical import canonical_location, canonical_url, is_within
+from dsm.storage.canonical import canonical_location, canonical_url, is_within, overlaps
 from dsm.storage.location import (
     TEMP_MARKER,
     FileInfo,
@@ -40,6 +40,7 @@ __all__ = [
     "is_within",
     "location",
     "options_for",
+    "overlaps",
     "protocol_of",
     "public_url",
     "redact",

@@ -29,7 +29,7 @@ from typing import Any
 
 from dsm.storage.location import Location, location
 
-__all__ = ["canonical_location", "canonical_url", "is_within"]
+__all__ = ["canonical_location", "canonical_url", "is_within", "overlaps"]
 
 # Protocols that name the same store, and the name their canonical values use.
 _FAMILY = {"s3a": "s3", "abfs": "az", "abfss": "az", "adl": "az", "gcs": "gs", "local": "file"}
@@ -49,8 +49,8 @@ def canonical_location(loc: Location, rel: str = "") -> str:
     """The canonical value of ``rel`` under ``loc`` (of ``loc`` itself when ``rel`` is empty).
 
     >>> from dsm.storage import location
-    >>> canonical_location(location("memory://c/a"), "b/../part-0.parquet")
-    'memory://c/a/part-0.parquet'
+    >>> canonical_location(location("memory://c/a"), "./b//part-0.parquet")
+    'memory://c/a/b/part-0.parquet'
     """
     path = loc.path(rel) if rel else loc.root
     if loc.is_local:
@@ -78,3 +78,12 @@ def is_within(child: str, parent: str) -> bool:
     if parent.endswith(":/") or parent.endswith(":"):  # the root of a scheme ("file:///")
         return child.startswith(parent.rstrip("/") + "/")
     return child == parent or child.startswith(parent + "/")
+
+
+def overlaps(a: str, b: str) -> bool:
+    """Whether canonical values ``a`` and ``b`` are the same place or one lies below the other.
+
+    >>> overlaps("file:///data", "file:///data/web/v1"), overlaps("file:///data/a", "file:///data/b")
+    (True, False)
+    """
+    return is_within(a, b) or is_within(b, a)
