@@ -32,6 +32,7 @@ __all__ = [
     "Lineage",
     "Schema",
     "Shard",
+    "check_shard_paths",
     "contract_json_schema",
 ]
 
@@ -402,6 +403,11 @@ def _check_semantics(data: Mapping[str, Any], source: str) -> None:
     paths = [s["path"] for s in data["shards"]]
     if len(set(paths)) != len(paths):
         raise ContractError(f"{source}: field shards: a shard path appears twice")
+    check_shard_paths(paths, source)
+
+
+def check_shard_paths(paths: Sequence[str], source: str) -> None:
+    """ContractError naming the first shard path that is not relative to the location or leaves it."""
     for index, path in enumerate(paths):
         problem = path_problem(path)
         if problem is not None:

@@ -19,7 +19,6 @@ every layer above.
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import re
 from collections.abc import Collection, Mapping, Sequence
@@ -28,9 +27,17 @@ from typing import Any
 
 import yaml
 
-from dsm.contract import Contract
+from dsm.contract import Contract, check_shard_paths
 from dsm.errors import ConflictError, ContractError, DatasetNotFound, InputError
-from dsm.storage import Location, canonical_location, compare_and_swap, location, overlaps, redact
+from dsm.storage import (
+    Location,
+    canonical_location,
+    claimed_location,
+    compare_and_swap,
+    location,
+    overlaps,
+    redact,
+)
 from dsm.units import utc_now_text
 
 __all__ = [
@@ -183,8 +190,10 @@ class Registry:
         return contract.evolve(status=status.status) if status is not None else contract
 
     def resolve(self, ref: str | Contract) -> Contract:
-        """The contract a reference names. Accepts a :class:`Contract` as it is."""
+        """The contract a reference names. Accepts a :class:`Contract` as it is (its shard paths checked:
+        one made in Python was never validated)."""
         if isinstance(ref, Contract):
+            check_shard_paths([s.path for s in ref.shards], ref.ref)
             return ref
         ref = str(ref)
         if _looks_like_path(ref):
@@ -375,15 +384,10 @@ class Catalog:
         return listed
 
     def claimed(self, contract: Contract) -> str:
-        """The canonical place a version holds: its location, or its one file when it was registered
-        from a single file (``source_glob`` naming exactly one path)."""
-        loc = self.location_of(contract)
+        """The canonical place a version holds (:func:`dsm.storage.claimed_location`)."""
         pattern = contract.metadata.get("source_glob")
-        if isinstance(pattern, str) and pattern and len(contract.shards) == 1:
-            literal = contract.shards[0].path
-            if fnmatch.fnmatchcase(literal, pattern) and glob_of(literal) == pattern:
-                return canonical_location(loc, literal)
-        return canonical_location(loc)
+        paths = [s.path for s in contract.shards]
+        return claimed_location(self.location_of(contract), paths, str(pattern) if pattern else None)
 
     def claims(self, url: str) -> list[Contract]:
         """Versions whose place overlaps ``url`` (``url`` is inside it, around it, or the same place,
@@ -425,12 +429,6 @@ class Catalog:
             )
 
 
-def glob_of(path: str) -> str:
-    """The glob that matches exactly ``path`` (``[``, ``*`` and ``?`` escaped), as ``source_glob``
-    records a single file."""
-    return re.sub(r"([*?\[])", r"[\1]", path)
-
-
 def _looks_like_path(ref: str) -> bool:
     return ref.endswith((".yaml", ".yml")) or "/" in ref or os.sep in ref
 
@@ -465,5 +463,6 @@ def resolve(
     'd'
     """
     if isinstance(ref, Contract):
+        check_shard_paths([s.path for s in ref.shards], ref.ref)
         return ref
     return open_registry(registry, storage_options).resolve(ref)

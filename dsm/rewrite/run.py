@@ -35,9 +35,9 @@ from dsm.rewrite.execute import (
 )
 from dsm.rewrite.journal import DestinationClaim, Journal, is_journal_path, remove_temporaries
 from dsm.rewrite.plan import RewritePlan, plan_rewrite
-from dsm.rewrite.spec import RewriteSpec, estimate_rows_per_shard, locations_overlap
+from dsm.rewrite.spec import RewriteSpec, estimate_rows_per_shard
 from dsm.shards import DescribedShard, contract_location, dataset_fingerprint
-from dsm.storage import Location, location, redact
+from dsm.storage import Location, canonical_location, claimed_location, location, overlaps, redact
 from dsm.units import parse_size
 from dsm.validators import check_physical
 
@@ -132,10 +132,12 @@ def prepare_rewrite(
         )
     src_loc = location(source.location, storage_options)
     dest_loc = location(dest, storage_options)
-    if locations_overlap(src_loc, dest_loc):
+    pattern = source.metadata.get("source_glob")
+    held = claimed_location(src_loc, [s.path for s in source.shards], str(pattern) if pattern else None)
+    if overlaps(held, canonical_location(dest_loc)):
         raise InputError(
             f"destination {redact(dest)} overlaps the location of {source.ref} ({redact(source.location)}); "
-            "write to a folder of its own"
+            "write to a folder of its own; nothing was written"
         )
     rows_per_shard = spec.rows_per_shard
     if spec.shard_size is not None:

@@ -31,7 +31,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from dsm.errors import ConflictError, ContractError, InputError, StorageError
 from dsm.storage.location import Location, compare_and_swap
@@ -298,7 +298,7 @@ class Lease:
                         os.unlink(self.loc.path(self.rel) + ".lock")
             self._raw = None
 
-    def __enter__(self) -> Lease:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
