@@ -30,7 +30,7 @@ from dsm.shards import (
     takes_unnamed,
 )
 from dsm.storage import FileInfo, Location, glob_of, location, redact
-from dsm.units import utc_now_text
+from dsm.units import parse_workers, utc_now_text
 from dsm.validators.pii import scan_shards
 from dsm.validators.schema import schema_differences
 
@@ -181,6 +181,8 @@ def register(
     >>> contract.ref  # doctest: +SKIP
     'web-text@1'
     """
+    if workers is not None:
+        parse_workers(workers)  # before anything is read
     reg = open_registry(registry, storage_options)
     scan = scan_source(source, format=format, storage_options=storage_options)
     fmt = get_format(scan.format)

@@ -28,7 +28,7 @@ from dsm.registry import Catalog, Registry, open_registry, parse_reference
 from dsm.rewrite.run import PreparedRewrite, execute_rewrite, finish_rewrite, prepare_rewrite
 from dsm.rewrite.spec import RewriteSpec
 from dsm.storage import canonical_location, redact
-from dsm.units import utc_now_text
+from dsm.units import parse_workers, utc_now_text
 
 __all__ = ["RewriteResult", "convert_format", "reshard", "rewrite"]
 
@@ -122,6 +122,8 @@ def rewrite(
     """Rewrite ``ref`` at ``dest`` as ``spec`` says and publish it as the next version of its name (or
     ``name``). ``lineage`` adds entries to the new version's lineage parameters and metadata (a cutover
     records its id so). :func:`convert_format` and :func:`reshard` are this with their keywords."""
+    if workers is not None:
+        parse_workers(workers)  # before anything is read or written
     reg = open_registry(registry, storage_options)
     source = reg.resolve(ref)
     target_name = name or source.name

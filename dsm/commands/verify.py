@@ -14,6 +14,7 @@ from dsm.hashing.rowdigest import RowDigest
 from dsm.registry import Registry, resolve
 from dsm.storage import FileInfo, Location, location
 from dsm.storage.stores import RequestStats, request_stats
+from dsm.units import parse_workers
 from dsm.validators.physical import check_physical
 
 if TYPE_CHECKING:
@@ -124,6 +125,8 @@ def verify(
     """
     if fast and deep:
         raise InputError("--fast and --deep exclude each other: --deep reads every byte of every shard")
+    if workers is not None:
+        parse_workers(workers)  # before anything is read
     contract = resolve(ref, registry, storage_options)
     loc = location(contract.location, storage_options)
     stats = request_stats(loc)

@@ -19,6 +19,7 @@ from dsm.contract import Contract
 from dsm.errors import InputError
 from dsm.formats import get_format
 from dsm.registry import Registry, parse_reference
+from dsm.rewrite.plan import check_shard_count
 from dsm.rewrite.spec import RewriteSpec
 from dsm.storage import public_url, redact
 from dsm.units import parse_duration, parse_number, parse_rate, parse_workers
@@ -245,6 +246,8 @@ class CutoverSpec:
             for k in ("compression", "compression_level", "row_group_size", "format_options")
         }
         if resharding:
+            if rewrite.get("num_shards") is not None:  # the plan's layout would refuse it: say so at start
+                check_shard_count(rewrite["num_shards"], source.total_rows or 0, what=source.ref)
             rewrite_spec = RewriteSpec.reshard(
                 **{k: rewrite.get(k) for k in (*layout, "seed")},
                 shuffle=bool(rewrite.get("shuffle")),
