@@ -7,6 +7,8 @@ Layout::
     NAME/status.yaml                    {version: {status, reason, at, by}}: statuses given later
                                         (deprecated, retired), replaced atomically
     NAME/cutovers/ID/                   the journal and lease of a cutover (dsm.cutover)
+    NAME/audit/<time>-<id>.json         one record per unmasking of classified fields: who, when, which
+                                        version and fields, by which command and why; created once
 
 A reference is ``NAME`` (its newest version that is not retired), ``NAME@3``, ``NAME@prod`` (an alias), or
 a contract file path; :func:`resolve` turns one (or a :class:`Contract`, as it is) into its contract, for
@@ -19,10 +21,15 @@ every layer above.
 
 from __future__ import annotations
 
+import getpass
+import json
 import os
 import re
+import socket
+import uuid
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import yaml
@@ -42,6 +49,7 @@ from dsm.units import utc_now_text
 
 __all__ = [
     "AliasMove",
+    "AuditRecord",
     "Catalog",
     "Registry",
     "VersionStatus",
@@ -125,6 +133,62 @@ class VersionStatus:
             reason=str(data.get("reason", "")),
             at=str(data.get("at", "")),
             by=data.get("by"),
+        )
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no user name in a bare container
+        return str(os.getuid()) if hasattr(os, "getuid") else "?"
+
+
+@dataclass(frozen=True, kw_only=True)
+class AuditRecord:
+    """One unmasking of classified fields: the dataset version, the fields and their classifications,
+    the command that showed them and why, who, where and when (``NAME/audit/`` of a registry)."""
+
+    dataset: str
+    version: int | None
+    fields: tuple[str, ...]
+    classifications: Mapping[str, str] = field(default_factory=dict)
+    action: str = "unmask"
+    command: str = ""
+    reason: str | None = None
+    user: str = ""
+    host: str = ""
+    at: str = ""
+    tool: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dataset": self.dataset,
+            "version": self.version,
+            "fields": list(self.fields),
+            "classifications": dict(self.classifications),
+            "action": self.action,
+            "command": self.command,
+            "reason": self.reason,
+            "user": self.user,
+            "host": self.host,
+            "at": self.at,
+            "tool": self.tool,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> AuditRecord:
+        return cls(
+            dataset=str(data["dataset"]),
+            version=data.get("version"),
+            fields=tuple(data.get("fields") or ()),
+            classifications=dict(data.get("classifications") or {}),
+            action=str(data.get("action", "unmask")),
+            command=str(data.get("command", "")),
+            reason=data.get("reason"),
+            user=str(data.get("user", "")),
+            host=str(data.get("host", "")),
+            at=str(data.get("at", "")),
+            tool=str(data.get("tool", "")),
         )
 
 
@@ -303,6 +367,54 @@ class Registry:
         new = yaml.safe_dump(body, sort_keys=False).encode("utf-8")
         compare_and_swap(self.location, f"{name}/status.yaml", raw, new)
         return entry
+
+    def record_unmask(
+        self,
+        *,
+        dataset: str,
+        version: int | None,
+        fields: Sequence[str],
+        classifications: Mapping[str, str],
+        command: str,
+        reason: str | None = None,
+        tool: str = "",
+    ) -> AuditRecord:
+        """Append the record of an unmasking to ``NAME/audit/`` and return it: a new file, created
+        exclusively (never overwritten, on every store). A :class:`StorageError` means nothing may be
+        unmasked."""
+        now = datetime.now(UTC)
+        record = AuditRecord(
+            dataset=dataset,
+            version=version,
+            fields=tuple(fields),
+            classifications={f: classifications[f] for f in fields if f in classifications},
+            command=command,
+            reason=reason,
+            user=_user(),
+            host=socket.gethostname(),
+            at=now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            tool=tool,
+        )
+        rel = f"{dataset}/audit/{now.strftime('%Y%m%dT%H%M%S%fZ')}-{uuid.uuid4().hex[:12]}.json"
+        body = json.dumps(record.to_dict(), indent=2, sort_keys=True) + "\n"
+        self.location.create_exclusive(rel, redact(body).encode("utf-8"))
+        return record
+
+    def audit(self, name: str) -> tuple[AuditRecord, ...]:
+        """Every audit record of dataset ``name``, oldest first."""
+        folder = self.location.child(f"{name}/audit")
+        records = []
+        for info in folder.list_files(recursive=False):
+            if not info.path.endswith(".json"):
+                continue
+            try:
+                records.append(AuditRecord.from_dict(json.loads(folder.read_bytes(info.path))))
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+                raise ContractError(
+                    f"{redact(folder.url_of(info.path))}: not an audit record (expected a JSON object with "
+                    "dataset, fields, user, at); it was changed by hand"
+                ) from None
+        return tuple(sorted(records, key=lambda r: r.at))
 
     def _read_statuses(self, name: str) -> tuple[dict[int, VersionStatus], bytes | None]:
         rel = f"{name}/status.yaml"

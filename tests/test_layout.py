@@ -180,6 +180,7 @@ FAMILIES = (
     "verify",
     "catalog",
     "diff",
+    "inspect",
     "rewrite",
     "bench",
     "cutover",

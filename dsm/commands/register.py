@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
@@ -16,6 +16,7 @@ from dsm.contract import Contract, Lineage, Schema
 from dsm.engine import NullProgress, Progress, map_units
 from dsm.errors import ContractError, InputError, SchemaError
 from dsm.formats import Format, detect_format, get_format
+from dsm.inspect.roles import RoleProposal, infer_roles
 from dsm.policy import carry_classifications
 from dsm.registry import Registry, load_contract_file, open_registry
 from dsm.shards import (
@@ -25,6 +26,7 @@ from dsm.shards import (
     dataset_files,
     dataset_fingerprint,
     describe_shard,
+    iter_shard,
     not_data,
     shard_schema,
     takes_unnamed,
@@ -34,7 +36,9 @@ from dsm.units import parse_workers, utc_now_text
 from dsm.validators.pii import scan_shards
 from dsm.validators.schema import schema_differences
 
-__all__ = ["ScannedSource", "register", "scan_source"]
+__all__ = ["ScannedSource", "propose_roles", "register", "scan_source"]
+
+_ROLE_SAMPLE_ROWS = 500
 
 _GLOB_CHARS = "*?["
 _IGNORED_SHOWN = 50
@@ -164,6 +168,7 @@ def register(
     owners: Sequence[str] = (),
     key: Sequence[str] = (),
     workers: int | None = None,
+    write_roles: bool = False,
     scan_pii: bool = False,
     storage_options: Mapping[str, Any] | None = None,
     progress: Progress | None = None,
@@ -175,7 +180,8 @@ def register(
     the dataset's newest version are carried to same-named fields, and the registry's data policy must
     allow the location (else InputError naming the rule, before any shard is read). ``scan_pii`` samples
     rows for e-mail addresses, phone and card numbers in unclassified fields and records the counts (never
-    a value) in ``metadata.pii_scan``.
+    a value) in ``metadata.pii_scan``. With ``write_roles``, the roles :func:`propose_roles` finds are
+    written on the fields that have none.
 
     >>> contract = register("data/web-text/", name="web-text")  # doctest: +SKIP
     >>> contract.ref  # doctest: +SKIP
@@ -227,6 +233,14 @@ def register(
         classified = {f.name for f in declared.fields if f.classification}
         found = scan_shards(scan.root, [f.path for f in scan.files], fmt, arrow_schema, classified=classified)
         metadata["pii_scan"] = found.to_dict()
+    if write_roles:
+        first = next(
+            iter_shard(scan.root, scan.files[0].path, fmt, schema=arrow_schema, batch_rows=_ROLE_SAMPLE_ROWS),
+            None,
+        )
+        if first is not None:
+            proposals = infer_roles(pa.Table.from_batches([first]), known=_roles(declared))
+            declared = _with_roles(declared, proposals)
     contract = Contract(
         name=name,
         description=description,
@@ -245,3 +259,40 @@ def register(
         metadata=metadata,
     )
     return reg.publish(contract)
+
+
+def _roles(schema: Schema) -> dict[str, str | None]:
+    return {f.name: f.role for f in schema.fields}
+
+
+def _with_roles(schema: Schema, proposals: Sequence[RoleProposal]) -> Schema:
+    """``schema`` with the proposed roles (and media types) on fields that have no role."""
+    by_field = {p.field: p for p in proposals}
+    fields = []
+    for f in schema.fields:
+        proposal = by_field.get(f.name)
+        if proposal is not None and not f.role:
+            f = replace(f, role=proposal.role, media_type=f.media_type or proposal.media_type)
+        fields.append(f)
+    return Schema(fields=tuple(fields), key=schema.key)
+
+
+def propose_roles(
+    ref: str | Contract,
+    *,
+    registry: str | Registry | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> tuple[RoleProposal, ...]:
+    """Roles for the fields of a dataset that has none, proposed from their names and its first rows
+    (a chat's list of {role, content} structs, PNG or JPEG bytes, ``reward``/``done`` columns...).
+    Nothing is written: ``dsm register --write-roles`` writes them.
+
+    >>> [(p.field, p.role) for p in propose_roles("rollouts@1")]  # doctest: +SKIP
+    [('episode_id', 'episode'), ('reward', 'reward'), ('done', 'done')]
+    """
+    from dsm.inspect.source import RowSource
+
+    reg = open_registry(registry, storage_options)
+    contract = reg.resolve(ref)
+    source = RowSource(contract, storage_options=storage_options)
+    return tuple(source.propose_roles(rows=_ROLE_SAMPLE_ROWS))

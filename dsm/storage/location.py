@@ -253,9 +253,9 @@ class Location:
         """
         if self.is_local:
             final = self.path(rel)
-            os.makedirs(os.path.dirname(final) or ".", exist_ok=True)
             tmp = self.path(self.temp_name(rel))
             with storage_errors(self.url_of(rel)):
+                os.makedirs(os.path.dirname(final) or ".", exist_ok=True)
                 with open(tmp, "wb") as handle:
                     handle.write(data)
                     handle.flush()
