@@ -316,6 +316,8 @@ def plan_rewrite(
     if num_shards is None and rows_per_shard is None:
         spans = [(s.offset, s.rows) for s in shards]
     else:
+        if num_shards is not None:
+            check_shard_count(num_shards, total, what=source.ref)
         spans = layout(total, num_shards=num_shards, rows_per_shard=rows_per_shard)
     count = len(spans)
     if not shuffle:
