@@ -62,9 +62,9 @@ class DestinationClaim(Lease):
 
     def busy(self, holder: LeaseInfo) -> str:
         return (
-            f"another rewrite is writing {redact(self.loc.url)} ({holder.describe()}, lease until "
-            f"{holder.expires_at}): wait for it to finish, or choose another destination; if that "
-            "process died, retry once its lease expires (at once on the host it ran on)"
+            f"another rewrite is writing {redact(self.loc.url)} ({holder.describe()}): wait for it to "
+            "finish, or choose another destination; if that process died, retry once its lease expires (at "
+            "once on the host it ran on)"
         )
 
     def take(self) -> DestinationClaim:
