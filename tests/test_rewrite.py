@@ -452,7 +452,8 @@ def test_layout_and_sizes() -> None:
     assert layout(10, num_shards=4) == [(0, 2), (2, 3), (5, 2), (7, 3)]
     assert layout(10, rows_per_shard=4) == [(0, 4), (4, 4), (8, 2)]
     assert layout(0, rows_per_shard=4) == [(0, 0)]
-    assert layout(2, num_shards=3) == [(0, 0), (0, 1), (1, 1)]
+    with pytest.raises(InputError, match="1 of the files would be empty"):
+        layout(2, num_shards=3)  # more files than rows: never a plan
     assert parse_size("256MB") == 256_000_000
     assert parse_size("1GiB") == 1 << 30
     assert parse_size("1.5k") == 1500
