@@ -23,7 +23,7 @@ from dsm._version import tool_name
 from dsm.commands.policy import check_destination, policy_error
 from dsm.contract import Contract, Lineage
 from dsm.engine import Progress
-from dsm.errors import InputError
+from dsm.errors import ConflictError, InputError
 from dsm.registry import Catalog, Registry, open_registry, parse_reference
 from dsm.rewrite.run import PreparedRewrite, execute_rewrite, finish_rewrite, prepare_rewrite
 from dsm.rewrite.spec import RewriteSpec
@@ -140,9 +140,13 @@ def rewrite(
     catalog = reg.catalog(storage_options)
     done = _published_already(catalog, target_name, job)
     if done is not None:
-        with job.claim().take() as claim:
-            finish_rewrite(job, claim)  # what a run killed after publishing left
-        return _result(done, source, spec.operation, parameters, 0, len(job.plan.units), True, [])
+        notes = []
+        try:
+            with job.claim().take() as claim:
+                finish_rewrite(job, claim)  # what a run killed after publishing left
+        except ConflictError as exc:  # the version stands; only the clean-up waits
+            notes.append(f"the rewrite's journal at the destination was left as it is: {exc}")
+        return _result(done, source, spec.operation, parameters, 0, len(job.plan.units), True, notes)
     catalog.refuse_destination(dest, doing=f"{spec.operation} of {source.ref}")
     with job.claim().take() as claim:
         outcome = execute_rewrite(job, claim, workers=workers, progress=progress)
