@@ -46,19 +46,23 @@ def small(sample_table: pa.Table) -> pa.Table:
     return sample_table.slice(0, 300)
 
 
-@pytest.mark.parametrize("format", [None, "parquet"])
 def test_register_and_verify_ignore_the_same_files_and_list_them(
-    storage: StorageRoot, small: pa.Table, registry_url: str, format: str | None
+    storage: StorageRoot, small: pa.Table, registry_url: str
 ) -> None:
     write_parquet_shards(storage, small, 2)
     for name, data in SIDECARS.items():
         raw_put(storage, name, data)
-    contract = dsm.register(
-        storage.url, name="ds", format=format, registry=registry_url, storage_options=storage.options
-    )
+    contract = dsm.register(storage.url, name="ds", registry=registry_url, storage_options=storage.options)
     assert [s.path for s in contract.shards] == ["part-00000.parquet", "part-00001.parquet"]
     ignored = {f["path"] for f in contract.metadata["ignored_files"]}
     assert ignored == set(SIDECARS)
+    given = dsm.register(  # the format given: README.md and the rest are still not parquet shards
+        storage.url, name="ds2", format="parquet", registry=registry_url, storage_options=storage.options
+    )
+    assert (
+        given.shards == contract.shards
+        and given.metadata["ignored_files"] == contract.metadata["ignored_files"]
+    )
     report = dsm.verify("ds", registry=registry_url, storage_options=storage.options)
     assert report.ok and report.summary == {"ok": 2}
     assert {f.path for f in report.ignored} == ignored
