@@ -1,8 +1,8 @@
 """The dataset contract: a frozen model of the YAML file that is the one source of truth about a version.
 
-Contracts load with YAML's safe loader and validate against ``contract.schema.json`` (``dsm schema``
-prints it); errors name the file, the line and the field path. A contract whose ``dsm:`` format version this
-dsm does not know is refused.
+Contracts load with YAML's safe loader, bounded (:mod:`dsm.safeyaml`: size, aliases), and validate against
+``contract.schema.json`` (``dsm schema`` prints it); errors name the file, the line and the field path. A
+contract whose ``dsm:`` format version this dsm does not know is refused.
 
 >>> text = "dsm: 1\\nname: t\\nlocation: /d\\nformat: parquet\\nschema: {fields: []}\\nshards: []"
 >>> c = Contract.from_yaml(text)
@@ -23,6 +23,7 @@ import yaml
 
 from dsm.errors import ContractError
 from dsm.paths import path_problem
+from dsm.safeyaml import SafeLoader, load_yaml
 
 __all__ = [
     "CONTRACT_FORMAT_VERSION",
@@ -320,16 +321,12 @@ class Contract:
         return out
 
     @classmethod
-    def from_yaml(cls, text: str, *, source: str = "<contract>") -> Contract:
-        """Parse and validate YAML text; errors name ``source``, the line and the field."""
-        try:
-            data = yaml.load(text, Loader=_Loader)
-        except yaml.MarkedYAMLError as exc:
-            mark = exc.problem_mark or exc.context_mark
-            where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"
-            raise ContractError(f"{source}: YAML syntax error at {where}: {exc.problem or exc}") from None
-        except yaml.YAMLError as exc:
-            raise ContractError(f"{source}: not valid YAML: {exc}") from None
+    def from_yaml(cls, text: str | bytes, *, source: str = "<contract>") -> Contract:
+        """Parse and validate YAML text (bounded: :mod:`dsm.safeyaml`); errors name ``source``, the line
+        and the field."""
+        data = load_yaml(text, source=source, loader=_Loader)
+        if isinstance(text, bytes):
+            text = text.decode("utf-8")  # load_yaml checked that it is UTF-8
         if not isinstance(data, dict):
             raise ContractError(f"{source}: a contract is a YAML mapping, got {type(data).__name__}")
         _check_version(data, source)
@@ -343,7 +340,7 @@ class Contract:
         return json.dumps(self.to_dict(), indent=2)
 
 
-class _Loader(yaml.CSafeLoader if hasattr(yaml, "CSafeLoader") else yaml.SafeLoader):  # type: ignore[misc]
+class _Loader(SafeLoader):  # type: ignore[misc,valid-type]
     """Safe loader that keeps timestamps as strings (a contract stores them as text)."""
 
 
@@ -354,7 +351,11 @@ _Loader.yaml_implicit_resolvers = {
 
 
 class _Dumper(yaml.SafeDumper):
-    pass
+    """Writes every value out: a contract dsm writes holds no anchors or aliases (a value shared in memory,
+    such as one metadata mapping in two places, is written twice)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 def _check_version(data: Mapping[str, Any], source: str) -> None:

@@ -36,6 +36,7 @@ import yaml
 
 from dsm.contract import Contract, check_shard_paths
 from dsm.errors import ConflictError, ContractError, DatasetNotFound, InputError
+from dsm.safeyaml import YAML_READ_LIMIT, load_yaml
 from dsm.storage import (
     Location,
     canonical_location,
@@ -44,6 +45,7 @@ from dsm.storage import (
     location,
     overlaps,
     redact,
+    storage_errors,
 )
 from dsm.units import utc_now_text
 
@@ -248,8 +250,8 @@ class Registry:
             if not known:
                 raise DatasetNotFound(f"no dataset named {name!r} in registry {redact(self.url)}")
             raise DatasetNotFound(f"{name}@{version} does not exist; versions of {name}: {known}")
-        text = self.location.read_bytes(rel).decode("utf-8")
-        contract = Contract.from_yaml(text, source=redact(self.location.url_of(rel)))
+        raw = self.location.read_bytes(rel, limit=YAML_READ_LIMIT)
+        contract = Contract.from_yaml(raw, source=redact(self.location.url_of(rel)))
         status = self.statuses(name).get(version)
         return contract.evolve(status=status.status) if status is not None else contract
 
@@ -420,11 +422,11 @@ class Registry:
         rel = f"{name}/status.yaml"
         if not self.location.exists(rel):
             return {}, None
-        raw = self.location.read_bytes(rel)
+        raw = self.location.read_bytes(rel, limit=YAML_READ_LIMIT)
+        data = load_yaml(raw, source=redact(self.location.url_of(rel))) or {}
         try:
-            data = yaml.safe_load(raw) or {}
             return {int(v): VersionStatus.from_dict(int(v), e) for v, e in data.items()}, raw
-        except (yaml.YAMLError, AttributeError, KeyError, TypeError, ValueError):
+        except (AttributeError, KeyError, TypeError, ValueError):
             raise ContractError(
                 f"{redact(self.location.url_of(rel))}: expected a mapping of version to "
                 "{status, reason, at, by}"
@@ -434,11 +436,8 @@ class Registry:
         rel = f"{name}/aliases.yaml"
         if not self.location.exists(rel):
             return {}, None
-        raw = self.location.read_bytes(rel)
-        try:
-            data = yaml.safe_load(raw) or {}
-        except yaml.YAMLError as exc:
-            raise ContractError(f"{redact(self.location.url_of(rel))}: not valid YAML: {exc}") from None
+        raw = self.location.read_bytes(rel, limit=YAML_READ_LIMIT)
+        data = load_yaml(raw, source=redact(self.location.url_of(rel))) or {}
         if not isinstance(data, dict) or not all(isinstance(v, int) for v in data.values()):
             raise ContractError(
                 f"{redact(self.location.url_of(rel))}: expected a mapping of alias to version"
@@ -550,8 +549,9 @@ def load_contract_file(path: str, storage_options: Mapping[str, Any] | None = No
     loc = location(path, storage_options)
     if not loc.fs.exists(loc.root):
         raise DatasetNotFound(f"contract file {redact(path)} does not exist")
-    text = loc.fs.cat_file(loc.root).decode("utf-8")
-    return Contract.from_yaml(text, source=redact(path))
+    with storage_errors(redact(path)):
+        raw = bytes(loc.fs.cat_file(loc.root, start=0, end=YAML_READ_LIMIT))
+    return Contract.from_yaml(raw, source=redact(path))
 
 
 def open_registry(

@@ -30,6 +30,7 @@ from dsm.policy import (
     read_policy,
 )
 from dsm.registry import Registry, open_registry
+from dsm.safeyaml import YAML_READ_LIMIT
 from dsm.storage import compare_and_swap, location, redact
 from dsm.storage.readiness import Finding, probe_for
 
@@ -243,10 +244,10 @@ def set_policy(
     src = location(parent or ".", storage_options)
     if not src.exists(name):
         raise InputError(f"policy file {redact(source)} does not exist")
-    text = src.read_bytes(name).decode("utf-8")
+    text = src.read_bytes(name, limit=YAML_READ_LIMIT)
     Policy.from_yaml(text, source=redact(source))  # refused, and nothing written, when invalid
     current = reg.location.read_bytes(POLICY_FILE) if reg.location.exists(POLICY_FILE) else None
-    compare_and_swap(reg.location, POLICY_FILE, current, text.encode("utf-8"))
+    compare_and_swap(reg.location, POLICY_FILE, current, text)
     return PolicyChange(
         registry=redact(reg.url),
         source=redact(source),

@@ -8,7 +8,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
-import yaml
 
 from dsm._version import tool_name
 from dsm.commands.policy import check_location, policy_error
@@ -19,6 +18,7 @@ from dsm.formats import Format, detect_format, get_format
 from dsm.inspect.roles import RoleProposal, infer_roles
 from dsm.policy import carry_classifications
 from dsm.registry import Registry, load_contract_file, open_registry
+from dsm.safeyaml import YAML_READ_LIMIT, load_yaml
 from dsm.shards import (
     DescribedShard,
     IgnoredFile,
@@ -31,7 +31,7 @@ from dsm.shards import (
     shard_schema,
     takes_unnamed,
 )
-from dsm.storage import FileInfo, Location, glob_of, location, redact
+from dsm.storage import FileInfo, Location, glob_of, location, redact, storage_errors
 from dsm.units import parse_workers, utc_now_text
 from dsm.validators.pii import scan_shards
 from dsm.validators.schema import schema_differences
@@ -123,11 +123,9 @@ def _schema_from_option(schema: str | Schema | Contract, registry: Registry) -> 
         loc = location(schema)
         if not loc.fs.exists(loc.root):
             raise InputError(f"schema file {schema} does not exist")
-        text = loc.fs.cat_file(loc.root).decode("utf-8")
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ContractError(f"{schema}: not valid YAML: {exc}") from None
+        with storage_errors(redact(schema)):
+            raw = bytes(loc.fs.cat_file(loc.root, start=0, end=YAML_READ_LIMIT))
+        data = load_yaml(raw, source=redact(schema))
         if isinstance(data, dict) and "dsm" in data:
             return load_contract_file(schema).schema
         if isinstance(data, dict) and "fields" in data:
