@@ -146,6 +146,33 @@ def test_a_retired_version_whose_files_are_gone_no_longer_claims_its_folder(
     assert again.dataset == "web@3" and dsm.verify("web@3", deep=True, registry=registry).ok
 
 
+def test_rollback_discards_only_the_files_dsm_wrote_that_no_other_version_lists(
+    tmp_path: Path, small: pa.Table
+) -> None:
+    """The copy web@2 at out/: ``peek`` registered one of its files through a symlink, a user put two files
+    of their own there and replaced a third; the discard removes only the copy's untouched files."""
+    registry, _ = make_dataset(tmp_path, small)
+    out = tmp_path / "out"
+    report = start_cutover("web@prod", to=str(out), through="copy", registry=registry, **FAST)
+    copied = [s.path for s in dsm.show("web@2", registry=registry).shards]
+    (tmp_path / "peek-link").symlink_to(out)
+    dsm.register(str(tmp_path / "peek-link" / copied[0]), name="peek", registry=registry)
+    write_parquet_shards(out / "mine", small, 1)  # the user's own files, beside dsm's
+    (out / "notes.txt").write_text("mine")
+    replaced = out / copied[1]
+    replaced.write_bytes(replaced.read_bytes() + b"appended by someone")
+    before = _hashes(tmp_path, skip=(Path(registry),))
+
+    back = dsm.rollback_cutover(report.id, discard_target=True, registry=registry)
+    assert back.ok and back.state.phase == "rolled_back"
+    assert any("2 file(s)" in n and "were kept" in n for n in back.notes), back.notes
+    after = _hashes(tmp_path, skip=(Path(registry),))
+    assert set(before) - set(after) == {f"out/{p}" for p in copied[2:]}
+    assert {k: before[k] for k in after} == after  # every other file as it was
+    assert dsm.verify("peek@1", deep=True, registry=registry).ok and dsm.verify("web@1", registry=registry).ok
+    assert sorted(f.name for f in out.iterdir()) == sorted([*copied[:2], "mine", "notes.txt"])
+
+
 # ------------------------------------------------------------------------------------ paths stay inside
 
 

@@ -10,6 +10,7 @@ The runner is :mod:`dsm.commands.cutover.runner`; the plan stage's figures come 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import posixpath
 from collections.abc import Iterable, Mapping
@@ -27,7 +28,7 @@ from dsm.contract import Contract
 from dsm.engine import Progress
 from dsm.errors import InputError, StageCheckFailed
 from dsm.registry import Registry
-from dsm.rewrite.journal import CLAIM_FILE, JOURNAL_DIR, JOURNAL_FILE, Journal, remove_temporaries
+from dsm.rewrite.journal import JOURNAL_DIR, JOURNAL_FILE, DestinationClaim, Journal, remove_temporaries
 from dsm.storage import TEMP_MARKER, Location, canonical_location, location, redact
 
 __all__ = [
@@ -519,24 +520,31 @@ def discard_target(ctx: StageContext, target_version: int | None) -> dict[str, A
                 reason=f"data discarded by the rollback of cutover {ctx.journal.id}",
                 by=ctx.journal.id,
             )
-    header = Journal.read_header(dest)
-    if header is not None:
-        files |= {str(p) for p in header.get("outputs") or []}
-    owner = reg.get(name, target_version) if target_version is not None else None
-    deletable, kept = guarded_deletion(reg, dest, files, owner=owner, storage_options=ctx.storage_options)
-    removed_bytes = 0
-    for path, size in deletable:
-        dest.remove(path)
-        removed_bytes += size
-    removed = len(deletable)
-    journal_files = [f"{JOURNAL_DIR}/{f.path}" for f in dest.child(JOURNAL_DIR).list_files()]
-    if header is not None:
-        journal_files.append(JOURNAL_FILE)
-    journal_files += [p for p in (CLAIM_FILE, CLAIM_FILE + ".lock") if dest.exists(p)]
-    for path in journal_files:
-        if dest.exists(path):
+    # Nobody else writes the destination while its files go: another rewrite there gets "busy" (exit 3),
+    # and a claim its copy left when it died is stale (DestinationClaim), then removed with the journal.
+    with DestinationClaim(dest).take() if dest.exists() else contextlib.nullcontext():
+        header = Journal.read_header(dest)
+        if header is not None:
+            files |= {str(p) for p in header.get("outputs") or []}
+        owner = reg.get(name, target_version) if target_version is not None else None
+        deletable, kept = guarded_deletion(reg, dest, files, owner=owner, storage_options=ctx.storage_options)
+        removed_bytes = 0
+        for path, size in deletable:
             dest.remove(path)
-    temporaries = remove_temporaries(dest, files) + _remove_plan_samples(dest)
+            removed_bytes += size
+        removed = len(deletable)
+        journal_files = [f"{JOURNAL_DIR}/{f.path}" for f in dest.child(JOURNAL_DIR).list_files()]
+        if header is not None:
+            journal_files.append(JOURNAL_FILE)
+        for path in journal_files:
+            if dest.exists(path):
+                dest.remove(path)
+        temporaries = remove_temporaries(dest, files) + _remove_plan_samples(dest)
+    if kept:
+        ctx.notes.append(
+            f"{len(kept)} file(s) at {redact(dest.url)} were kept: another version lists them, or they "
+            f"changed (first: {kept[0]['path']}, {kept[0]['reason']})"
+        )
     return {
         "location": redact(dest.url),
         "files_removed": removed,
@@ -544,6 +552,7 @@ def discard_target(ctx: StageContext, target_version: int | None) -> dict[str, A
         "journal_files_removed": len(journal_files),
         "temporaries_removed": temporaries,
         "files_kept": kept[:100],
+        "files_kept_count": len(kept),
         "target_retired": target_version is not None,
         "folder_kept": True,
     }
