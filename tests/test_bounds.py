@@ -274,3 +274,15 @@ def test_load_yaml_refuses_exactly_the_documents_that_expand_beyond_the_limit(
     else:
         with pytest.raises(ContractError, match=r"doc\.yaml: the node at line .* alias bomb"):
             load_yaml(text, source="doc.yaml", max_values=limit)
+
+
+def test_a_read_block_larger_than_every_file_allocates_no_more_than_the_largest(
+    web: tuple[str, Path],
+) -> None:
+    registry, _ = web
+    before = _peak_rss_mb()
+    huge = dsm.bench("web", registry=registry, block_size="1000TB", pattern="random", seed=3)
+    assert _peak_rss_mb() - before < 200
+    small = dsm.bench("web", registry=registry, block_size="64KiB")
+    total = Registry(registry).get("web", 1).total_bytes
+    assert huge.ref.results[0].bytes == small.ref.results[0].bytes == total  # every byte once, either way
