@@ -261,7 +261,7 @@ def _expanded(value: Any) -> int:
     return 1
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(doc=_documents(), limit=st.integers(1, 200))
 def test_load_yaml_refuses_exactly_the_documents_that_expand_beyond_the_limit(
     doc: tuple[str, Any], limit: int
