@@ -34,9 +34,8 @@ from typing import Any
 
 import yaml
 
-from dsm.contract import Contract, check_shard_paths
+from dsm.contract import Contract, check_contract_size, check_shard_paths, load_yaml
 from dsm.errors import ConflictError, ContractError, DatasetNotFound, InputError
-from dsm.safeyaml import YAML_READ_LIMIT, load_yaml
 from dsm.storage import (
     Location,
     canonical_location,
@@ -45,7 +44,6 @@ from dsm.storage import (
     location,
     overlaps,
     redact,
-    storage_errors,
 )
 from dsm.units import utc_now_text
 
@@ -250,8 +248,9 @@ class Registry:
             if not known:
                 raise DatasetNotFound(f"no dataset named {name!r} in registry {redact(self.url)}")
             raise DatasetNotFound(f"{name}@{version} does not exist; versions of {name}: {known}")
-        raw = self.location.read_bytes(rel, limit=YAML_READ_LIMIT)
-        contract = Contract.from_yaml(raw, source=redact(self.location.url_of(rel)))
+        source = redact(self.location.url_of(rel))
+        check_contract_size(self.location.size(rel), source)
+        contract = Contract.from_yaml(self.location.read_bytes(rel), source=source)
         status = self.statuses(name).get(version)
         return contract.evolve(status=status.status) if status is not None else contract
 
@@ -422,7 +421,7 @@ class Registry:
         rel = f"{name}/status.yaml"
         if not self.location.exists(rel):
             return {}, None
-        raw = self.location.read_bytes(rel, limit=YAML_READ_LIMIT)
+        raw = self._read_yaml_bytes(rel)
         data = load_yaml(raw, source=redact(self.location.url_of(rel))) or {}
         try:
             return {int(v): VersionStatus.from_dict(int(v), e) for v, e in data.items()}, raw
@@ -432,11 +431,15 @@ class Registry:
                 "{status, reason, at, by}"
             ) from None
 
+    def _read_yaml_bytes(self, rel: str) -> bytes:
+        check_contract_size(self.location.size(rel), redact(self.location.url_of(rel)))
+        return self.location.read_bytes(rel)
+
     def _read_aliases(self, name: str) -> tuple[dict[str, int], bytes | None]:
         rel = f"{name}/aliases.yaml"
         if not self.location.exists(rel):
             return {}, None
-        raw = self.location.read_bytes(rel, limit=YAML_READ_LIMIT)
+        raw = self._read_yaml_bytes(rel)
         data = load_yaml(raw, source=redact(self.location.url_of(rel))) or {}
         if not isinstance(data, dict) or not all(isinstance(v, int) for v in data.values()):
             raise ContractError(
@@ -549,9 +552,8 @@ def load_contract_file(path: str, storage_options: Mapping[str, Any] | None = No
     loc = location(path, storage_options)
     if not loc.fs.exists(loc.root):
         raise DatasetNotFound(f"contract file {redact(path)} does not exist")
-    with storage_errors(redact(path)):
-        raw = bytes(loc.fs.cat_file(loc.root, start=0, end=YAML_READ_LIMIT))
-    return Contract.from_yaml(raw, source=redact(path))
+    check_contract_size(int(loc.fs.size(loc.root)), redact(path))
+    return Contract.from_yaml(loc.fs.cat_file(loc.root), source=redact(path))
 
 
 def open_registry(

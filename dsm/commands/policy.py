@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dsm.contract import Schema
+from dsm.contract import Schema, check_contract_size
 from dsm.errors import InputError
 from dsm.policy import (
     POLICY_FILE,
@@ -30,7 +30,6 @@ from dsm.policy import (
     read_policy,
 )
 from dsm.registry import Registry, open_registry
-from dsm.safeyaml import YAML_READ_LIMIT
 from dsm.storage import compare_and_swap, location, redact
 from dsm.storage.readiness import Finding, probe_for
 
@@ -244,7 +243,8 @@ def set_policy(
     src = location(parent or ".", storage_options)
     if not src.exists(name):
         raise InputError(f"policy file {redact(source)} does not exist")
-    text = src.read_bytes(name, limit=YAML_READ_LIMIT)
+    check_contract_size(src.size(name), redact(source))
+    text = src.read_bytes(name)
     Policy.from_yaml(text, source=redact(source))  # refused, and nothing written, when invalid
     current = reg.location.read_bytes(POLICY_FILE) if reg.location.exists(POLICY_FILE) else None
     compare_and_swap(reg.location, POLICY_FILE, current, text)

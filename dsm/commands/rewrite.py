@@ -140,7 +140,7 @@ def rewrite(
     catalog = reg.catalog(storage_options)
     done = _published_already(catalog, target_name, job)
     if done is not None:
-        notes = []
+        notes = list(job.notes)
         try:
             with job.claim().take() as claim:
                 finish_rewrite(job, claim)  # what a run killed after publishing left
@@ -158,7 +158,7 @@ def rewrite(
             location=job.dest_url,
             format=job.out_fmt.name,
             format_options=job.out_fmt.options(),
-            schema=source.schema,
+            schema=job.contract_schema,
             shards=outcome.shards,
             fingerprint=outcome.fingerprint,
             lineage=Lineage(
@@ -173,7 +173,7 @@ def rewrite(
         claim.confirm()  # the publish must not run twice
         published = reg.publish(contract)
         finish_rewrite(job, claim)
-    notes = list(outcome.notes)
+    notes = [*job.notes, *outcome.notes]
     return _result(
         published,
         source,

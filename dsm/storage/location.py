@@ -182,13 +182,9 @@ class Location:
         with storage_errors(self.url_of(rel)):
             return self.fs.open(self.path(rel), mode, **kwargs)  # type: ignore[no-any-return]
 
-    def read_bytes(self, rel: str, *, limit: int | None = None) -> bytes:
-        """The bytes of ``rel``; with ``limit``, at most its first ``limit`` bytes (a caller that asks for
-        one more than it accepts can tell a longer file without reading all of it)."""
+    def read_bytes(self, rel: str) -> bytes:
         with storage_errors(self.url_of(rel)):
-            if limit is None:
-                return bytes(self.fs.cat_file(self.path(rel)))
-            return bytes(self.fs.cat_file(self.path(rel), start=0, end=limit))
+            return bytes(self.fs.cat_file(self.path(rel)))
 
     def makedirs(self, rel: str = "") -> None:
         with storage_errors(self.url_of(rel)):

@@ -16,8 +16,8 @@ from dataclasses import dataclass, fields
 from importlib import resources
 from typing import Any
 
+from dsm.contract import check_contract_size, load_yaml
 from dsm.errors import ContractError
-from dsm.safeyaml import YAML_READ_LIMIT, load_yaml
 from dsm.storage import location, redact
 
 __all__ = ["PriceTable", "StorePrices", "load_prices", "load_yaml_table"]
@@ -150,6 +150,7 @@ def load_yaml_table(
         loc = location(parent or ".", storage_options)
         if not loc.exists(name):
             raise ContractError(f"{what} {redact(str(path))} does not exist")
-        text = loc.read_bytes(name, limit=YAML_READ_LIMIT)
         source = redact(str(path))
+        check_contract_size(loc.size(name), source)
+        text = loc.read_bytes(name)
     return load_yaml(text, source=source), source
