@@ -9,8 +9,9 @@ keyed by field name. Two digests are kept:
 - ``ordered``: two polynomial hashes mod the prime 2**61-1 of the row-hash sequence; the same rows in the
   same order give the same value whatever the sharding. Shards combine as ``a * g**len(b) + b``.
 
-Everything is vectorised with NumPy over Arrow buffers; only variable-length values (strings, binaries)
-take one C hash call per value.
+Everything is vectorised with NumPy over Arrow buffers. Strings, binaries, decimals and list elements go
+to the compiled kernel (:mod:`dsm.fingerprint_kernel`, one call per array) where it is built, else through
+the pure-Python path below, which gives the same digests.
 
 >>> import pyarrow as pa
 >>> digest_batch(pa.record_batch({"id": [1, 2]})).rows
@@ -28,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
+from dsm import fingerprint_kernel
 from dsm.digest import ALGORITHM, G1, G2, P, RowDigest
 from dsm.errors import SchemaError
 
@@ -144,6 +146,8 @@ def _var_offsets(arr: pa.Array) -> tuple[np.ndarray, memoryview]:
 
 
 def _hash_bytes(arr: pa.Array, tag: int) -> np.ndarray:
+    if fingerprint_kernel.enabled():
+        return fingerprint_kernel.hash_binary_values(arr, tag)
     if pa.types.is_string_view(arr.type):
         arr = arr.cast(pa.large_string())
     elif pa.types.is_binary_view(arr.type) or pa.types.is_fixed_size_binary(arr.type):
@@ -159,6 +163,8 @@ def _hash_bytes(arr: pa.Array, tag: int) -> np.ndarray:
 
 def _hash_decimals(arr: pa.Array) -> np.ndarray:
     # Canonical form: the value's normalised decimal text ("1.5" for 1.50), so scale changes keep the value.
+    if fingerprint_kernel.enabled():
+        return fingerprint_kernel.hash_decimal_values(arr, _T_DECIMAL)
     digest = xxhash.xxh3_64_intdigest
     out = np.empty(len(arr), dtype=_U64)
     for i, value in enumerate(arr.to_pylist()):
@@ -170,10 +176,14 @@ def _hash_decimals(arr: pa.Array) -> np.ndarray:
     return out
 
 
+# Normalising in the default context would round to 28 significant digits; the spec's text is exact.
+_EXACT = decimal.Context(prec=decimal.MAX_PREC, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
+
+
 def _decimal_text(value: decimal.Decimal) -> str:
     if value.is_zero():
         return "0"
-    normal = value.normalize()
+    normal = value.normalize(_EXACT)
     return format(normal, "f") if normal.as_tuple().exponent <= 0 else str(int(normal))  # type: ignore[operator]
 
 
@@ -192,6 +202,8 @@ def _hash_list(arr: pa.Array, *, ordered: bool, tag: int) -> np.ndarray:
     start, stop = int(offsets[0]), int(offsets[-1])
     child = hash_values(arr.values.slice(start, stop - start))
     offsets = offsets - start
+    if fingerprint_kernel.enabled():
+        return fingerprint_kernel.hash_list_values(offsets, child, tag, ordered=ordered)
     if ordered:
         lengths = np.diff(offsets)
         positions = np.arange(stop - start, dtype=np.int64) - np.repeat(offsets[:-1], lengths)

@@ -128,7 +128,10 @@ def register(
         progress=progress_for(json_output),
     )
     if json_output:
-        print_json(contract.to_dict())
+        from dsm.commands._common import provenance
+
+        # The contract, plus how its fingerprints were computed (not part of the contract: same digests).
+        print_json({**contract.to_dict(), "provenance": provenance(rows_hashed=True)})
         return
     fp = contract.fingerprint
     console.print(

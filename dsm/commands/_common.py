@@ -9,13 +9,24 @@ from typing import Any
 from dsm.contract import Contract
 from dsm.registry import Registry
 
-__all__ = ["now_utc", "open_registry", "resolve", "tool_name"]
+__all__ = ["now_utc", "open_registry", "provenance", "resolve", "tool_name"]
 
 
 def tool_name() -> str:
     from dsm import __version__
 
     return f"dsm {__version__}"
+
+
+def provenance(*, rows_hashed: bool) -> dict[str, str]:
+    """What produced a command's result, for its JSON: the tool and, where rows were hashed, how this
+    process and its local workers hashed them (with a one-line ``notice`` on the pure-Python path)."""
+    shown = {"tool": tool_name()}
+    if rows_hashed:
+        from dsm.fingerprint_kernel import provenance as row_hashing
+
+        shown.update(row_hashing())
+    return shown
 
 
 def now_utc() -> str:

@@ -21,7 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from dsm.commands._common import now_utc, open_registry, tool_name
+from dsm.commands._common import now_utc, open_registry, provenance, tool_name
 from dsm.contract import Contract, Lineage, Shard
 from dsm.engine import NullProgress, Progress, map_units
 from dsm.errors import CheckFailed, DatasetNotFound, InputError, SchemaError
@@ -81,6 +81,7 @@ class RewriteResult:
     units_resumed: int
     already_published: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
+    provenance: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def shards(self) -> int:
@@ -110,6 +111,7 @@ class RewriteResult:
             "units_resumed": self.units_resumed,
             "already_published": self.already_published,
             "notes": list(self.notes),
+            "provenance": dict(self.provenance),
         }
 
 
@@ -452,6 +454,7 @@ def _result(
         units_resumed=resumed,
         already_published=already,
         notes=tuple(notes),
+        provenance=provenance(rows_hashed=True),
     )
 
 

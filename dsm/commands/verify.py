@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dsm.commands._common import resolve
+from dsm.commands._common import provenance, resolve
 from dsm.contract import Contract, Shard
 from dsm.digest import RowDigest
 from dsm.engine import NullProgress, Progress, default_workers, map_units
@@ -55,6 +55,7 @@ class VerifyReport:
     shards: tuple[ShardReport, ...]
     fingerprint_match: bool | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    provenance: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -79,6 +80,7 @@ class VerifyReport:
             "shards": [s.to_dict() for s in self.shards],
             "summary": self.summary,
             "notes": list(self.notes),
+            "provenance": dict(self.provenance),
         }
 
 
@@ -168,6 +170,7 @@ def verify(
         shards=tuple(reports),
         fingerprint_match=match,
         notes=tuple(notes),
+        provenance=provenance(rows_hashed=deep),
     )
 
 

@@ -1,0 +1,167 @@
+"""The compiled kernel of the row fingerprint, and the choice between it and the pure-Python path.
+
+``dsm._rowhash`` (C, built from ``dsm/_rowhash.c`` against the system's ``xxhash.h`` when the package is
+installed) hashes whole Arrow arrays with the GIL released: each string or binary value (offsets, views and
+fixed-size layouts), each decimal's normalised text, and the elements of each list. ``dsm.fingerprint``
+hands those arrays here when the kernel is active and computes every other hash itself; where the kernel
+was not built, its own pure-Python path gives the same digests, bit for bit (a test compares both).
+
+``DSM_FINGERPRINT_KERNEL`` chooses: unset or ``auto`` (the kernel where it is built), ``python`` (always the
+pure-Python path), ``compiled`` (the kernel, or a StorageError where it is not built).
+
+>>> provenance()["row_hashing"] in ("compiled", "python")
+True
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from functools import lru_cache
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from dsm.errors import InputError, StorageError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
+
+__all__ = [
+    "ENV_VAR",
+    "enabled",
+    "hash_binary_values",
+    "hash_decimal_values",
+    "hash_list_values",
+    "provenance",
+]
+
+ENV_VAR = "DSM_FINGERPRINT_KERNEL"
+_MODES = ("auto", "python", "compiled")
+
+
+@lru_cache(maxsize=1)
+def _load() -> tuple[ModuleType | None, str]:
+    """The built kernel module, or None and why it could not be imported."""
+    try:
+        from dsm import _rowhash  # type: ignore[attr-defined]
+    except ImportError as exc:
+        if importlib.util.find_spec("dsm._rowhash") is None:
+            return None, "dsm._rowhash was not built when dsm was installed"
+        return None, f"dsm._rowhash does not load: {exc}"
+    return _rowhash, ""
+
+
+def _mode() -> str:
+    mode = os.environ.get(ENV_VAR, "").strip().lower() or "auto"
+    if mode not in _MODES:
+        raise InputError(f"{ENV_VAR}={mode!r} is not one of: {', '.join(_MODES)}")
+    return mode
+
+
+def enabled() -> bool:
+    """True when row hashing goes through the compiled kernel (read from the environment on every call)."""
+    mode = _mode()
+    if mode == "python":
+        return False
+    kernel, why = _load()
+    if kernel is None and mode == "compiled":
+        raise StorageError(
+            f"{ENV_VAR}=compiled but the compiled fingerprint kernel is not built ({why}); reinstall dsm "
+            "with a C compiler and xxhash.h present (Debian/Ubuntu: apt-get install gcc libxxhash-dev)"
+        )
+    return kernel is not None
+
+
+def provenance() -> dict[str, str]:
+    """How this process computes row fingerprints, for the ``provenance`` of a command's JSON.
+
+    ``row_hashing`` is ``compiled`` or ``python``; ``notice`` (one line) is present when the pure-Python
+    path is used, and says why.
+    """
+    if enabled():
+        kernel, _ = _load()
+        return {"row_hashing": "compiled", "kernel": f"dsm._rowhash (xxHash {kernel.XXHASH_VERSION})"}  # type: ignore[union-attr]
+    if _mode() == "python":
+        reason = f"{ENV_VAR}=python asked for it"
+    else:
+        reason = f"{_load()[1]} (to build it: install gcc and libxxhash-dev, then reinstall dsm)"
+    return {
+        "row_hashing": "python",
+        "notice": f"row fingerprints computed by the pure-Python path (same digests, slower): {reason}",
+    }
+
+
+def _kernel() -> ModuleType:
+    kernel, why = _load()
+    if kernel is None:
+        raise StorageError(f"the compiled fingerprint kernel is not built ({why})")
+    return kernel
+
+
+def _out(n: int) -> np.ndarray:
+    import numpy as np
+
+    return np.empty(n, dtype=np.uint64)
+
+
+def hash_binary_values(arr: pa.Array, seed: int) -> np.ndarray:
+    """XXH3-64 with ``seed`` of every value of a string, binary, large, view or fixed-size binary array.
+
+    Null slots get whatever their bytes hash to; the caller replaces them.
+    """
+    import pyarrow as pa
+
+    kernel = _kernel()
+    out = _out(len(arr))
+    kind = arr.type
+    buffers = arr.buffers()
+    if pa.types.is_string_view(kind) or pa.types.is_binary_view(kind):
+        kernel.hash_binary_views(buffers[1], buffers[2:], arr.offset, len(arr), seed, out)
+    elif pa.types.is_fixed_size_binary(kind):
+        width = kind.byte_width
+        kernel.hash_fixed_binary(_or_empty(buffers[1]), arr.offset, len(arr), width, seed, out)
+    else:
+        large = pa.types.is_large_string(kind) or pa.types.is_large_binary(kind)
+        kernel.hash_binary(
+            buffers[1], _or_empty(buffers[2]), arr.offset, len(arr), 8 if large else 4, seed, out
+        )
+    return out
+
+
+def hash_decimal_values(arr: pa.Array, seed: int) -> np.ndarray:
+    """XXH3-64 with ``seed`` of the normalised text of every value of a decimal32/64/128/256 array."""
+    kernel = _kernel()
+    out = _out(len(arr))
+    kind = arr.type
+    kernel.hash_decimals(arr.buffers()[1], arr.offset, len(arr), kind.byte_width, kind.scale, seed, out)
+    return out
+
+
+def decimal_texts(arr: pa.Array) -> list[str]:
+    """The normalised texts the kernel hashes for a decimal array (null slots included): for tests."""
+    kind = arr.type
+    texts: list[str] = _kernel().decimal_texts(
+        arr.buffers()[1], arr.offset, len(arr), kind.byte_width, kind.scale
+    )
+    return texts
+
+
+def hash_list_values(offsets: np.ndarray, children: np.ndarray, tag: int, *, ordered: bool) -> np.ndarray:
+    """The list hash of each slot that ``offsets`` (int64, one more than the slots) cuts from ``children``.
+
+    ``children`` holds the hashes of the child values from ``offsets[0]`` on. Ordered lists key each
+    element by its position; maps (``ordered=False``) sum their entries in any order.
+    """
+    import numpy as np
+
+    count = len(offsets) - 1
+    out = _out(count)
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    children = np.ascontiguousarray(children, dtype=np.uint64)
+    _kernel().hash_lists(offsets, 0, count, 8, children, tag, ordered, out)
+    return out
+
+
+def _or_empty(buffer: pa.Buffer | None) -> object:
+    return b"" if buffer is None else buffer
