@@ -37,6 +37,22 @@ static inline uint64_t fmix64(uint64_t x) {
     return x;
 }
 
+/* XXH3-64 with a seed, as XXH3_64bits_withSeed, but with the seed's secret made once per array rather than
+ * once per value longer than 240 bytes (xxhash.h documents the two as giving identical results). */
+typedef struct {
+    uint64_t seed;
+    unsigned char secret[XXH3_SECRET_DEFAULT_SIZE];
+} seeded_hash;
+
+static void seeded_init(seeded_hash *h, uint64_t seed) {
+    h->seed = seed;
+    XXH3_generateSecret_fromSeed(h->secret, seed);
+}
+
+static inline uint64_t seeded(const seeded_hash *h, const void *data, size_t len) {
+    return XXH3_64bits_withSecretandSeed(data, len, h->secret, sizeof h->secret, h->seed);
+}
+
 static inline int64_t read_offset(const char *base, Py_ssize_t index, int width) {
     if (width == 4) {
         int32_t v;
@@ -87,6 +103,8 @@ static PyObject *hash_binary(PyObject *self, PyObject *args) {
         goto done;
     Py_ssize_t bad = -1;
     Py_BEGIN_ALLOW_THREADS
+    seeded_hash h;
+    seeded_init(&h, seed);
     const char *off = (const char *)offsets.buf;
     const char *bytes = (const char *)data.buf;
     uint64_t *dst = (uint64_t *)out.buf;
@@ -97,7 +115,7 @@ static PyObject *hash_binary(PyObject *self, PyObject *args) {
             bad = i;
             break;
         }
-        dst[i] = XXH3_64bits_withSeed(bytes + begin, (size_t)(end - begin), seed);
+        dst[i] = seeded(&h, bytes + begin, (size_t)(end - begin));
         begin = end;
     }
     Py_END_ALLOW_THREADS
@@ -126,9 +144,11 @@ static PyObject *hash_fixed_binary(PyObject *self, PyObject *args) {
         goto done;
     }
     Py_BEGIN_ALLOW_THREADS
+    seeded_hash h;
+    seeded_init(&h, seed);
     const char *bytes = (const char *)data.buf + start * width;
     uint64_t *dst = (uint64_t *)out.buf;
-    for (Py_ssize_t i = 0; i < count; i++) dst[i] = XXH3_64bits_withSeed(bytes + i * width, (size_t)width, seed);
+    for (Py_ssize_t i = 0; i < count; i++) dst[i] = seeded(&h, bytes + i * width, (size_t)width);
     Py_END_ALLOW_THREADS
     result = Py_NewRef(Py_None);
 done:
@@ -168,6 +188,8 @@ static PyObject *hash_binary_views(PyObject *self, PyObject *args) {
     }
     Py_ssize_t bad = -1;
     Py_BEGIN_ALLOW_THREADS
+    seeded_hash h;
+    seeded_init(&h, seed);
     const unsigned char *view = (const unsigned char *)views.buf + start * 16;
     uint64_t *dst = (uint64_t *)out.buf;
     for (Py_ssize_t i = 0; i < count; i++, view += 16) {
@@ -178,7 +200,7 @@ static PyObject *hash_binary_views(PyObject *self, PyObject *args) {
             break;
         }
         if (length <= 12) {
-            dst[i] = XXH3_64bits_withSeed(view + 4, (size_t)length, seed);
+            dst[i] = seeded(&h, view + 4, (size_t)length);
             continue;
         }
         memcpy(&index, view + 8, 4);
@@ -187,7 +209,7 @@ static PyObject *hash_binary_views(PyObject *self, PyObject *args) {
             bad = i;
             break;
         }
-        dst[i] = XXH3_64bits_withSeed((const char *)buffers[index].buf + offset, (size_t)length, seed);
+        dst[i] = seeded(&h, (const char *)buffers[index].buf + offset, (size_t)length);
     }
     Py_END_ALLOW_THREADS
     if (bad >= 0) {
@@ -426,6 +448,271 @@ done:
     return result;
 }
 
+/* hash_numbers(data, start, count, kind, tag, high_tag, out): fmix(v ^ tag) of each fixed-width number.
+ * ``kind`` is the element: 'b' 'h' 'i' 'q' (signed 8-64 bit, sign-extended to 64), 'B' 'H' 'I' 'Q'
+ * (unsigned; from 2^63 on the tag is ``high_tag``), 'f' 'd' (float32 widened to float64, then its bits,
+ * every NaN made 0x7ff8000000000000). */
+static PyObject *hash_numbers(PyObject *self, PyObject *args) {
+    Py_buffer data, out;
+    Py_ssize_t start, count;
+    int kind;
+    unsigned long long tag, high_tag;
+    if (!PyArg_ParseTuple(args, "y*nnCKKw*", &data, &start, &count, &kind, &tag, &high_tag, &out)) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t width;
+    switch (kind) {
+    case 'b': case 'B': width = 1; break;
+    case 'h': case 'H': width = 2; break;
+    case 'i': case 'I': case 'f': width = 4; break;
+    case 'q': case 'Q': case 'd': width = 8; break;
+    default:
+        PyErr_Format(PyExc_ValueError, "unknown number kind %c", kind);
+        goto done;
+    }
+    if (check_slots(start, count, &out) < 0) goto done;
+    if (data.len < (start + count) * width) {
+        PyErr_SetString(PyExc_ValueError, "data buffer is shorter than count numbers");
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    const char *src = (const char *)data.buf + start * width;
+    uint64_t *dst = (uint64_t *)out.buf;
+#define SIGNED_LOOP(T)                                                                  \
+    for (Py_ssize_t i = 0; i < count; i++) {                                            \
+        T v;                                                                            \
+        memcpy(&v, src + i * (Py_ssize_t)sizeof(T), sizeof(T));                         \
+        dst[i] = fmix64((uint64_t)(int64_t)v ^ tag);                                    \
+    }
+#define UNSIGNED_LOOP(T)                                                                \
+    for (Py_ssize_t i = 0; i < count; i++) {                                            \
+        T v;                                                                            \
+        memcpy(&v, src + i * (Py_ssize_t)sizeof(T), sizeof(T));                         \
+        uint64_t u = (uint64_t)v;                                                       \
+        dst[i] = fmix64(u ^ (u >> 63 ? high_tag : tag));                                \
+    }
+    switch (kind) {
+    case 'b': SIGNED_LOOP(int8_t) break;
+    case 'h': SIGNED_LOOP(int16_t) break;
+    case 'i': SIGNED_LOOP(int32_t) break;
+    case 'q': SIGNED_LOOP(int64_t) break;
+    case 'B': UNSIGNED_LOOP(uint8_t) break;
+    case 'H': UNSIGNED_LOOP(uint16_t) break;
+    case 'I': UNSIGNED_LOOP(uint32_t) break;
+    case 'Q': UNSIGNED_LOOP(uint64_t) break;
+    case 'f':
+    case 'd':
+        for (Py_ssize_t i = 0; i < count; i++) {
+            double v;
+            if (kind == 'f') {
+                float f;
+                memcpy(&f, src + i * 4, 4);
+                v = (double)f;
+            } else {
+                memcpy(&v, src + i * 8, 8);
+            }
+            uint64_t bits;
+            memcpy(&bits, &v, 8);
+            if (v != v) bits = 0x7ff8000000000000ULL;
+            dst[i] = fmix64(bits ^ tag);
+        }
+        break;
+    }
+#undef SIGNED_LOOP
+#undef UNSIGNED_LOOP
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&out);
+    return result;
+}
+
+/* hash_instants(data, start, count, width, per_second, ns_per_unit, tag, out): each int32/int64 count of
+ * units split exactly into whole seconds s (floor) and nanoseconds n in [0, 10^9):
+ * fmix(fmix(s ^ tag) ^ n). */
+static PyObject *hash_instants(PyObject *self, PyObject *args) {
+    Py_buffer data, out;
+    Py_ssize_t start, count;
+    int width;
+    long long per_second, ns_per_unit;
+    unsigned long long tag;
+    if (!PyArg_ParseTuple(args, "y*nniLLKw*", &data, &start, &count, &width, &per_second, &ns_per_unit, &tag, &out))
+        return NULL;
+    PyObject *result = NULL;
+    if (check_slots(start, count, &out) < 0) goto done;
+    if ((width != 4 && width != 8) || per_second < 1 || ns_per_unit < 1 || per_second * ns_per_unit != 1000000000LL) {
+        PyErr_SetString(PyExc_ValueError, "width must be 4 or 8 and per_second * ns_per_unit one second");
+        goto done;
+    }
+    if (data.len < (start + count) * width) {
+        PyErr_SetString(PyExc_ValueError, "data buffer is shorter than count values");
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    const char *src = (const char *)data.buf;
+    uint64_t *dst = (uint64_t *)out.buf;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t v = read_offset(src, start + i, width);
+        int64_t seconds = v / per_second, rest = v % per_second;
+        if (rest < 0) {
+            seconds -= 1;
+            rest += per_second;
+        }
+        dst[i] = fmix64(fmix64((uint64_t)seconds ^ tag) ^ (uint64_t)(rest * ns_per_unit));
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&out);
+    return result;
+}
+
+/* apply_nulls(validity, offset, count, null_hash, out): out[i] = null_hash where bit offset+i of the Arrow
+ * validity bitmap is 0. */
+static PyObject *apply_nulls(PyObject *self, PyObject *args) {
+    Py_buffer validity, out;
+    Py_ssize_t offset, count;
+    unsigned long long null_hash;
+    if (!PyArg_ParseTuple(args, "y*nnKw*", &validity, &offset, &count, &null_hash, &out)) return NULL;
+    PyObject *result = NULL;
+    if (check_slots(offset, count, &out) < 0) goto done;
+    if (validity.len * 8 < offset + count) {
+        PyErr_SetString(PyExc_ValueError, "validity bitmap is shorter than its slots");
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    const unsigned char *bits = (const unsigned char *)validity.buf;
+    uint64_t *dst = (uint64_t *)out.buf;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_ssize_t bit = offset + i;
+        if (!((bits[bit >> 3] >> (bit & 7)) & 1)) dst[i] = null_hash;
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&validity);
+    PyBuffer_Release(&out);
+    return result;
+}
+
+/* fold(total, hashes, key): total[i] += fmix(hashes[i] ^ key), mod 2^64, in place (a field of a row or
+ * struct, keyed by its name). */
+static PyObject *fold(PyObject *self, PyObject *args) {
+    Py_buffer total, hashes;
+    unsigned long long key;
+    if (!PyArg_ParseTuple(args, "w*y*K", &total, &hashes, &key)) return NULL;
+    PyObject *result = NULL;
+    if (total.len != hashes.len || total.len % 8) {
+        PyErr_SetString(PyExc_ValueError, "total and hashes must be uint64 buffers of one length");
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    uint64_t *acc = (uint64_t *)total.buf;
+    const uint64_t *h = (const uint64_t *)hashes.buf;
+    Py_ssize_t n = total.len / 8;
+    for (Py_ssize_t i = 0; i < n; i++) acc[i] += fmix64(h[i] ^ key);
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&total);
+    PyBuffer_Release(&hashes);
+    return result;
+}
+
+/* finish(values, tag): values[i] = fmix(values[i] ^ tag), in place. */
+static PyObject *finish(PyObject *self, PyObject *args) {
+    Py_buffer values;
+    unsigned long long tag;
+    if (!PyArg_ParseTuple(args, "w*K", &values, &tag)) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    uint64_t *v = (uint64_t *)values.buf;
+    Py_ssize_t n = values.len / 8;
+    for (Py_ssize_t i = 0; i < n; i++) v[i] = fmix64(v[i] ^ tag);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&values);
+    Py_RETURN_NONE;
+}
+
+static inline uint64_t mod_p61(u128 x) {
+    const uint64_t p = (1ULL << 61) - 1;
+    uint64_t lo = (uint64_t)x & p, hi = (uint64_t)(x >> 61);
+    /* x < 2^125 here, so hi < 2^64 and one fold plus two conditional subtractions reduce it. */
+    uint64_t r = lo + (hi & p) + (hi >> 61);
+    r = (r & p) + (r >> 61);
+    return r >= p ? r - p : r;
+}
+
+/* x mod 2^61-1 for a 64-bit x, without a division (2^61 = 1 mod p). */
+static inline uint64_t reduce_p61(uint64_t x) {
+    const uint64_t p = (1ULL << 61) - 1;
+    uint64_t r = (x & p) + (x >> 61);
+    return r >= p ? r - p : r;
+}
+
+static inline uint64_t mulmod_p61(uint64_t a, uint64_t b) { return mod_p61((u128)a * b); }
+
+/* One Horner step l * g + v with l < 2^62, g < 2^61, v < 2^61, reduced only partly: the result is
+ * congruent mod 2^61-1 and below 2^62, which keeps the next product below 2^123. */
+static inline uint64_t horner_p61(uint64_t l, uint64_t g, uint64_t v) {
+    const uint64_t p = (1ULL << 61) - 1;
+    u128 x = (u128)l * g + v;
+    return ((uint64_t)x & p) + (uint64_t)(x >> 61);
+}
+
+/* sum v_i g^(n-1-i) mod 2^61-1 (Horner order) of v_i = reduce(map(r_i)), over four interleaved lanes so
+ * that the multiplications do not wait on each other: lane j takes i = 4k + j with base g^4, and the lanes
+ * combine as sum_j lane_j g^(3-j); the last n mod 4 values follow by plain Horner steps. */
+#define POLY(NAME, MAP)                                                                             \
+    static uint64_t NAME(const uint64_t *r, Py_ssize_t n, uint64_t g) {                             \
+        uint64_t g2 = mulmod_p61(g, g), g3 = mulmod_p61(g2, g), g4 = mulmod_p61(g2, g2);            \
+        uint64_t l0 = 0, l1 = 0, l2 = 0, l3 = 0;                                                    \
+        Py_ssize_t m = n - n % 4;                                                                   \
+        for (Py_ssize_t i = 0; i < m; i += 4) {                                                     \
+            l0 = horner_p61(l0, g4, reduce_p61(MAP(r[i])));                                         \
+            l1 = horner_p61(l1, g4, reduce_p61(MAP(r[i + 1])));                                     \
+            l2 = horner_p61(l2, g4, reduce_p61(MAP(r[i + 2])));                                     \
+            l3 = horner_p61(l3, g4, reduce_p61(MAP(r[i + 3])));                                     \
+        }                                                                                           \
+        l0 = reduce_p61(l0), l1 = reduce_p61(l1), l2 = reduce_p61(l2), l3 = reduce_p61(l3);        \
+        uint64_t acc = mod_p61((u128)l0 * g3 + (u128)l1 * g2 + (u128)l2 * g + l3);                   \
+        for (Py_ssize_t i = m; i < n; i++) acc = mod_p61((u128)acc * g + reduce_p61(MAP(r[i])));    \
+        return acc;                                                                                 \
+    }
+#define IDENTITY(x) (x)
+POLY(poly_plain, IDENTITY)
+POLY(poly_mixed, fmix64)
+#undef IDENTITY
+#undef POLY
+
+/* digest(row_hashes, k1, k2, g1, g2) -> (u1, u2, o1, o2): the unordered sums sum fmix(r ^ k) mod 2^64 and
+ * the ordered polynomials sum v_i g^(n-1-i) mod 2^61-1 (v = r for o1, fmix(r) for o2). */
+static PyObject *digest(PyObject *self, PyObject *args) {
+    Py_buffer rows;
+    unsigned long long k1, k2, g1, g2;
+    if (!PyArg_ParseTuple(args, "y*KKKK", &rows, &k1, &k2, &g1, &g2)) return NULL;
+    const uint64_t p = (1ULL << 61) - 1;
+    if (g1 >= p || g2 >= p) {
+        PyBuffer_Release(&rows);
+        PyErr_SetString(PyExc_ValueError, "the bases must be below 2^61-1");
+        return NULL;
+    }
+    uint64_t u1 = 0, u2 = 0, o1, o2;
+    Py_BEGIN_ALLOW_THREADS
+    const uint64_t *r = (const uint64_t *)rows.buf;
+    Py_ssize_t n = rows.len / 8;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        u1 += fmix64(r[i] ^ k1);
+        u2 += fmix64(r[i] ^ k2);
+    }
+    o1 = poly_plain(r, n, g1);
+    o2 = poly_mixed(r, n, g2);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&rows);
+    return Py_BuildValue("KKKK", (unsigned long long)u1, (unsigned long long)u2, (unsigned long long)o1,
+                         (unsigned long long)o2);
+}
+
 static PyMethodDef methods[] = {
     {"hash_binary", hash_binary, METH_VARARGS, "XXH3-64 of each value of a string/binary array (by offsets)."},
     {"hash_fixed_binary", hash_fixed_binary, METH_VARARGS, "XXH3-64 of each value of a fixed_size_binary array."},
@@ -433,6 +720,12 @@ static PyMethodDef methods[] = {
     {"hash_decimals", hash_decimals, METH_VARARGS, "XXH3-64 of each decimal's normalised text."},
     {"decimal_texts", decimal_texts, METH_VARARGS, "The normalised texts of decimals (a list of str)."},
     {"hash_lists", hash_lists, METH_VARARGS, "The list hash of each slot from its elements' hashes."},
+    {"hash_numbers", hash_numbers, METH_VARARGS, "fmix(v ^ tag) of each fixed-width integer or float."},
+    {"hash_instants", hash_instants, METH_VARARGS, "The hash of each instant split into seconds and nanoseconds."},
+    {"apply_nulls", apply_nulls, METH_VARARGS, "The null hash in every slot the validity bitmap marks null."},
+    {"fold", fold, METH_VARARGS, "total += fmix(hashes ^ key), in place."},
+    {"finish", finish, METH_VARARGS, "values = fmix(values ^ tag), in place."},
+    {"digest", digest, METH_VARARGS, "The unordered sums and ordered polynomials of row hashes."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,10 +1,11 @@
 """The compiled kernel of the row fingerprint, and the choice between it and the pure-Python path.
 
 ``dsm._rowhash`` (C, built from ``dsm/_rowhash.c`` against the system's ``xxhash.h`` when the package is
-installed) hashes whole Arrow arrays with the GIL released: each string or binary value (offsets, views and
-fixed-size layouts), each decimal's normalised text, and the elements of each list. ``dsm.fingerprint``
-hands those arrays here when the kernel is active and computes every other hash itself; where the kernel
-was not built, its own pure-Python path gives the same digests, bit for bit (a test compares both).
+installed) hashes whole Arrow arrays with the GIL released, one call per array: each string or binary
+value (offsets, views and fixed-size layouts), each decimal's normalised text, the elements of each list,
+integers, floats and instants, and it folds fields into rows and rows into the digest. ``dsm.fingerprint``
+keeps the algorithm's structure and hands those loops here when the kernel is active; where the kernel was
+not built, its own pure-Python (NumPy) path gives the same digests, bit for bit (a test compares both).
 
 ``DSM_FINGERPRINT_KERNEL`` chooses: unset or ``auto`` (the kernel where it is built), ``python`` (always the
 pure-Python path), ``compiled`` (the kernel, or a StorageError where it is not built).
@@ -29,10 +30,16 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ENV_VAR",
+    "apply_nulls",
+    "digest_parts",
     "enabled",
+    "finish",
+    "fold",
     "hash_binary_values",
     "hash_decimal_values",
+    "hash_instant_values",
     "hash_list_values",
+    "hash_number_values",
     "provenance",
 ]
 
@@ -161,6 +168,82 @@ def hash_list_values(offsets: np.ndarray, children: np.ndarray, tag: int, *, ord
     children = np.ascontiguousarray(children, dtype=np.uint64)
     _kernel().hash_lists(offsets, 0, count, 8, children, tag, ordered, out)
     return out
+
+
+_NUMBER_KINDS = {
+    ("int", 8): "b",
+    ("int", 16): "h",
+    ("int", 32): "i",
+    ("int", 64): "q",
+    ("uint", 8): "B",
+    ("uint", 16): "H",
+    ("uint", 32): "I",
+    ("uint", 64): "Q",
+    ("float", 32): "f",
+    ("float", 64): "d",
+}
+
+
+def hash_number_values(arr: pa.Array, tag: int, high_tag: int = 0) -> np.ndarray | None:
+    """``fmix(v ^ tag)`` of every value of an integer or float32/float64 array (integers sign-extended to
+    64 bits; unsigned ones from 2**63 on take ``high_tag``; floats widened to float64 bits with every NaN
+    canonical), or None for a type the kernel does not take (float16)."""
+    import pyarrow as pa
+
+    kind = arr.type
+    family = "uint" if pa.types.is_unsigned_integer(kind) else "int" if pa.types.is_integer(kind) else "float"
+    if pa.types.is_temporal(kind):  # date32 and the like: their storage integers
+        family = "int"
+    code = _NUMBER_KINDS.get((family, kind.bit_width))
+    if code is None:
+        return None
+    out = _out(len(arr))
+    _kernel().hash_numbers(_or_empty(arr.buffers()[1]), arr.offset, len(arr), code, tag, high_tag, out)
+    return out
+
+
+def hash_instant_values(arr: pa.Array, ns_per_unit: int, tag: int) -> np.ndarray:
+    """The hash of every value of a timestamp, time or duration array: whole seconds and nanoseconds."""
+    out = _out(len(arr))
+    width = arr.type.bit_width // 8
+    per_second = 1_000_000_000 // ns_per_unit
+    _kernel().hash_instants(
+        _or_empty(arr.buffers()[1]), arr.offset, len(arr), width, per_second, ns_per_unit, tag, out
+    )
+    return out
+
+
+def apply_nulls(arr: pa.Array, hashes: np.ndarray, null_hash: int) -> bool:
+    """Put ``null_hash`` in the slots of ``hashes`` that are null in ``arr``, in place; False (and nothing
+    done) when ``arr`` has no validity bitmap to read."""
+    validity = arr.buffers()[0]
+    if validity is None:
+        return False
+    _kernel().apply_nulls(validity, arr.offset, len(arr), null_hash, hashes)
+    return True
+
+
+def fold(total: np.ndarray, hashes: np.ndarray, key: int) -> None:
+    """``total += fmix(hashes ^ key)`` (mod 2**64), in place."""
+    import numpy as np
+
+    _kernel().fold(total, np.ascontiguousarray(hashes, dtype=np.uint64), key)
+
+
+def finish(values: np.ndarray, tag: int) -> np.ndarray:
+    """``values = fmix(values ^ tag)``, in place; returns ``values``."""
+    _kernel().finish(values, tag)
+    return values
+
+
+def digest_parts(row_hashes: np.ndarray, k1: int, k2: int, g1: int, g2: int) -> tuple[int, int, int, int]:
+    """``(u1, u2, o1, o2)`` of a sequence of row hashes (docs/fingerprint.md section 4)."""
+    import numpy as np
+
+    parts: tuple[int, int, int, int] = _kernel().digest(
+        np.ascontiguousarray(row_hashes, dtype=np.uint64), k1, k2, g1, g2
+    )
+    return parts
 
 
 def _or_empty(buffer: pa.Buffer | None) -> object:
