@@ -195,26 +195,42 @@ def _storage_notes(
     return notes
 
 
+_CHECK_BATCH_BYTES = 16 << 20
+
+
 def _check_rows_of(
     contract: Contract, loc: Location, indices: list[int], workers: int | None, progress: Progress
 ) -> list[RowCheck]:
     """Decode the shards at ``indices`` and check their rows, in shard order.
 
-    Hashing string values holds the GIL, so threads barely overlap on it: on local disk the shards are
-    checked in forked worker processes instead (each re-opens its shard by path); elsewhere in threads
-    (an in-process ``memory://`` store is not visible to another process).
+    Threads, where the compiled fingerprint kernel hashes with the GIL released (decoding releases it
+    too). The pure-Python path holds the GIL for every string value, so there, on local disk, the shards
+    are checked in forked worker processes instead (each re-opens its shard by path); an in-process
+    ``memory://`` store is not visible to another process, so it always gets threads.
     """
     # Arrow and the format layer load only here: a bytes-only verify starts in a fraction of the time.
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
+    from dsm import fingerprint_kernel
+    from dsm.formats import DEFAULT_BATCH_ROWS
+    from dsm.rewrite.plan import decoded_row_bytes
+
     options = dict(loc.options)
+    # Batches of about _CHECK_BATCH_BYTES decoded: wide rows (long texts, images) keep memory flat.
+    batch_rows = max(64, min(DEFAULT_BATCH_ROWS, _CHECK_BATCH_BYTES // decoded_row_bytes(contract)))
     jobs = [
-        _RowJob(url=contract.location, options=options, shard=contract.shards[i], contract=contract)
+        _RowJob(
+            url=contract.location,
+            options=options,
+            shard=contract.shards[i],
+            contract=contract,
+            batch_rows=batch_rows,
+        )
         for i in indices
     ]
     count = min(workers or default_workers(), len(jobs))
-    if not loc.is_local or count < 2:
+    if not loc.is_local or count < 2 or fingerprint_kernel.enabled():
         checks = map_units(_check_job, jobs, workers=workers or loc.io_workers)
         for job in jobs:
             progress.advance(job.shard.bytes)
@@ -233,6 +249,7 @@ class _RowJob:
     options: Mapping[str, Any]
     shard: Shard
     contract: Contract
+    batch_rows: int
 
 
 def _check_job(job: _RowJob) -> RowCheck:
@@ -240,7 +257,8 @@ def _check_job(job: _RowJob) -> RowCheck:
     from dsm.validators.rows import check_rows
 
     loc = location(job.url, job.options)
-    return check_rows(loc, job.shard, get_format(job.contract.format), job.contract.schema.to_arrow())
+    schema = job.contract.schema.to_arrow()
+    return check_rows(loc, job.shard, get_format(job.contract.format), schema, batch_rows=job.batch_rows)
 
 
 def _dataset_fingerprint(

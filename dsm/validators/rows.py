@@ -10,7 +10,7 @@ import pyarrow as pa
 from dsm.contract import Shard
 from dsm.digest import RowDigest
 from dsm.errors import DatasetNotFound, FormatError, SchemaError, StorageError
-from dsm.formats import Format
+from dsm.formats import DEFAULT_BATCH_ROWS, Format
 from dsm.reader import digest_shard, shard_schema
 from dsm.storage import Location, redact
 from dsm.validators.schema import schema_differences
@@ -35,14 +35,16 @@ def check_rows(
     schema: pa.Schema,
     *,
     on_rows: Callable[[int], None] | None = None,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
 ) -> RowCheck:
-    """Decode one shard with the contract's schema and compare its rows and fingerprint."""
+    """Decode one shard with the contract's schema and compare its rows and fingerprint; ``batch_rows``
+    bounds the rows decoded at once."""
     try:
         if fmt.self_describing:
             problems = schema_differences(schema, shard_schema(loc, shard.path, fmt))
             if problems:
                 return RowCheck(path=shard.path, status="schema_mismatch", detail="; ".join(problems))
-        found = digest_shard(loc, shard.path, fmt, schema=schema, on_rows=on_rows)
+        found = digest_shard(loc, shard.path, fmt, schema=schema, on_rows=on_rows, batch_rows=batch_rows)
     except DatasetNotFound:
         return RowCheck(path=shard.path, status="missing", detail="vanished while being read")
     except SchemaError as exc:
