@@ -184,15 +184,16 @@ def _hash_decimals(arr: pa.Array) -> np.ndarray:
     return out
 
 
-# Normalising in the default context would round to 28 significant digits; the spec's text is exact.
-_EXACT = decimal.Context(prec=decimal.MAX_PREC, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
-
-
 def _decimal_text(value: decimal.Decimal) -> str:
+    """The normalised text of docs/fingerprint.md, exact for every digit count.
+
+    ``format(value, "f")`` writes the value's own digits without rounding (``Decimal.normalize`` would
+    round to the 28 digits of the default context, so that two 38-digit values shared a text).
+    """
     if value.is_zero():
         return "0"
-    normal = value.normalize(_EXACT)
-    return format(normal, "f") if normal.as_tuple().exponent <= 0 else str(int(normal))  # type: ignore[operator]
+    text = format(value, "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def _segment_sums(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
