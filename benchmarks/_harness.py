@@ -69,27 +69,13 @@ def run_timed(command: Sequence[str]) -> float:
 
 
 def peak_rss_mb(command: Sequence[str]) -> float:
-    """Peak RSS (MB) of one run: the kernel's accounting of that child alone (spawned, not forked, so
-    the parent's memory is not counted)."""
-    import os
-    import shutil
-
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    program = shutil.which(command[0]) or command[0]
-    pid = os.posix_spawn(
-        program,
-        list(command),
-        dict(os.environ),
-        file_actions=[
-            (os.POSIX_SPAWN_DUP2, devnull, 1),
-            (os.POSIX_SPAWN_DUP2, devnull, 2),
-        ],
-    )
-    os.close(devnull)
-    _, status, usage = os.wait4(pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{' '.join(command)} failed")
-    return usage.ru_maxrss / 1024
+    """Peak RSS (MB) of one run, by ``/usr/bin/time``: the largest of the command and the children it
+    waited for (a child spawned straight from this process would inherit this process's high-water mark)."""
+    timed = ["/usr/bin/time", "-f", "%M", *command]
+    done = subprocess.run(timed, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed: {done.stderr.decode()[-2000:]}")
+    return int(done.stderr.decode().strip().splitlines()[-1]) / 1024
 
 
 def compare(

@@ -1,7 +1,7 @@
 """CPU seconds (or instructions) per stage of dsm's work on the same files: checksum, decode, hash, encode.
 
     python benchmarks/stages.py FILE... [--format parquet] [--schema-of FILE] [--encode parquet,jsonl]
-    python benchmarks/stages.py FILE... --callgrind [--rows 65536]   # instruction counts (valgrind)
+    python benchmarks/stages.py FILE... --callgrind                 # instruction counts (valgrind)
 
 Each stage runs in this one process over every file in turn, the way a dsm worker does: ``checksum`` is
 xxh3-128 of the file's bytes (read in 8 MiB blocks), ``decode`` dsm's format reader under the schema
@@ -10,8 +10,9 @@ xxh3-128 of the file's bytes (read in 8 MiB blocks), ``decode`` dsm's format rea
 asked into a sink that drops the bytes. Pyarrow's own decode (``ParquetFile.iter_batches``) is shown as
 the peer. CPU seconds are ``time.process_time()`` (every thread of the process); where they are too
 noisy on a shared machine, ``--callgrind`` counts instructions instead: each stage runs in its own
-process under ``valgrind --tool=callgrind`` on the first ``--rows`` rows, minus a process that only
-loads the same modules and data (so start-up is not counted).
+process under ``valgrind --tool=callgrind`` over the same whole files, minus a process that only loads the
+same modules (so start-up is not counted); the hash and encode stages, minus one that only decodes. The
+kernel's copies of file data (reads) are not instructions of the process and are not counted.
 """
 
 from __future__ import annotations
@@ -139,10 +140,8 @@ def cpu_seconds(paths: list[Path], fmt_name: str, schema: pa.Schema, stages: lis
     return out
 
 
-def instructions(
-    paths: list[Path], fmt_name: str, schema_of: Path, stages: list[str], rows: int
-) -> dict[str, int]:
-    """Instructions of each stage under callgrind on the first ``rows`` rows, start-up subtracted."""
+def instructions(paths: list[Path], fmt_name: str, schema_of: Path, stages: list[str]) -> dict[str, int]:
+    """Instructions of each stage under callgrind over ``paths``, start-up subtracted."""
 
     def counted(steps: list[str]) -> int:
         with tempfile.TemporaryDirectory() as scratch:
@@ -158,8 +157,6 @@ def instructions(
                 fmt_name,
                 "--schema-of",
                 str(schema_of),
-                "--rows",
-                str(rows),
                 "--run",
                 ",".join(steps),
             ]
@@ -195,7 +192,6 @@ def main() -> None:
     parser.add_argument("--schema-of", type=Path, help="a Parquet file whose schema the files are read with")
     parser.add_argument("--stages", default=",".join(STAGES))
     parser.add_argument("--callgrind", action="store_true", help="count instructions instead of CPU seconds")
-    parser.add_argument("--rows", type=int, default=65536, help="rows per file under --callgrind")
     parser.add_argument("--run", help=argparse.SUPPRESS)  # one callgrind child: these stages, no report
     args = parser.parse_args()
     schema_file = args.schema_of or args.files[0]
@@ -206,12 +202,12 @@ def main() -> None:
     if args.run:
         batches: list[list[Any]] = []
         for stage in args.run.split(","):
-            run_stage(stage, args.files, args.format, schema, args.rows, batches)
+            run_stage(stage, args.files, args.format, schema, None, batches)
         return
     size = sum(p.stat().st_size for p in args.files)
     if args.callgrind:
-        counts = instructions(args.files, args.format, schema_file, stages, args.rows)
-        print(json.dumps({"bytes": size, "rows_per_file": args.rows, "instructions": counts}, indent=1))
+        counts = instructions(args.files, args.format, schema_file, stages)
+        print(json.dumps({"bytes": size, "instructions": counts}, indent=1))
         return
     seconds = cpu_seconds(args.files, args.format, schema, stages)
     print(json.dumps({"bytes": size, "cpu_seconds": {k: round(v, 3) for k, v in seconds.items()}}, indent=1))
