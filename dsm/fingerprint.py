@@ -97,7 +97,7 @@ def _filled_numpy(arr: pa.Array, fill: object) -> np.ndarray:
 
 def _hash_ints(arr: pa.Array) -> np.ndarray:
     if fingerprint_kernel.enabled():
-        return fingerprint_kernel.hash_number_values(arr, _T_INT, _T_UINT_HIGH)  # type: ignore[return-value]
+        return fingerprint_kernel.hash_number_values(arr, _T_INT, _T_UINT_HIGH)
     signed = pa.types.is_signed_integer(arr.type)
     values = _filled_numpy(arr, 0)
     if signed:
@@ -112,7 +112,7 @@ def _hash_ints(arr: pa.Array) -> np.ndarray:
 
 def _hash_floats(arr: pa.Array) -> np.ndarray:
     if fingerprint_kernel.enabled():
-        return fingerprint_kernel.hash_number_values(arr, _T_FLOAT)  # type: ignore[return-value]
+        return fingerprint_kernel.hash_number_values(arr, _T_FLOAT)
     values = _filled_numpy(arr, 0).astype(np.float64)
     bits = values.view(_U64).copy()
     bits[np.isnan(values)] = _U64(_CANONICAL_NAN)

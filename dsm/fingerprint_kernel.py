@@ -184,19 +184,17 @@ _NUMBER_KINDS = {
 }
 
 
-def hash_number_values(arr: pa.Array, tag: int, high_tag: int = 0) -> np.ndarray | None:
+def hash_number_values(arr: pa.Array, tag: int, high_tag: int = 0) -> np.ndarray:
     """``fmix(v ^ tag)`` of every value of an integer or float32/float64 array (integers sign-extended to
     64 bits; unsigned ones from 2**63 on take ``high_tag``; floats widened to float64 bits with every NaN
-    canonical), or None for a type the kernel does not take (float16)."""
+    canonical). A float16 array is cast to float64 by the caller."""
     import pyarrow as pa
 
     kind = arr.type
     family = "uint" if pa.types.is_unsigned_integer(kind) else "int" if pa.types.is_integer(kind) else "float"
-    if pa.types.is_temporal(kind):  # date32 and the like: their storage integers
-        family = "int"
     code = _NUMBER_KINDS.get((family, kind.bit_width))
     if code is None:
-        return None
+        raise ValueError(f"the fingerprint kernel hashes no numbers of type {kind}")
     out = _out(len(arr))
     _kernel().hash_numbers(_or_empty(arr.buffers()[1]), arr.offset, len(arr), code, tag, high_tag, out)
     return out

@@ -14,7 +14,7 @@ from __future__ import annotations
 import binascii
 import json
 from collections.abc import Callable, Iterator, Sequence
-from typing import IO, Any, ClassVar
+from typing import IO, Any, ClassVar, cast
 
 import pyarrow as pa
 import pyarrow.json as pj
@@ -73,7 +73,7 @@ def _iter_chunks(stream: Any, chunk_bytes: int = _CHUNK_BYTES) -> Iterator[tuple
             del data[len(pending) + (got or 0) :]
         if len(data) == len(pending):  # end of the stream
             if pending:
-                yield line, data
+                yield line, cast(bytes, data)
             return
         cut = data.rfind(b"\n") + 1
         if cut == 0:
@@ -81,7 +81,7 @@ def _iter_chunks(stream: Any, chunk_bytes: int = _CHUNK_BYTES) -> Iterator[tuple
             continue
         pending = bytes(memoryview(data)[cut:])
         del data[cut:]
-        yield line, data
+        yield line, cast(bytes, data)  # a bytearray: the readers use only what it shares with bytes
         line += count_newlines(data)
 
 
