@@ -3,11 +3,11 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 TORCH_CPU ?= torch==2.13.0+cpu
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml setup.py dsm/_rowhash.c | cksum | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml setup.py dsm/hashing/_rowhash.c | cksum | cut -d' ' -f1)
 
 .PHONY: demo test lint typecheck unit install kernel-deps bench clean
 
-# The compiled fingerprint kernel (dsm/_rowhash.c) needs a C compiler and xxhash.h. As root on Debian/Ubuntu
+# The compiled fingerprint kernel (dsm/hashing/_rowhash.c) needs a C compiler and xxhash.h. As root on Debian/Ubuntu
 # they are installed here when missing; elsewhere, or if apt-get fails, dsm is built without the kernel and
 # computes the same fingerprints on its slower pure-Python path (`--json` provenance says so).
 kernel-deps:
@@ -23,13 +23,13 @@ kernel-deps:
 		fi; \
 	fi
 
-$(STAMP): pyproject.toml setup.py dsm/_rowhash.c | kernel-deps
+$(STAMP): pyproject.toml setup.py dsm/hashing/_rowhash.c | kernel-deps
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# The CPU build of torch where this machine has one (the CUDA build is several GB; no test uses a GPU).
 	$(BIN)/python -m pip install --quiet --only-binary :all: '$(TORCH_CPU)' || true
 	$(BIN)/python -m pip install --quiet -e '.[test,s3,azure,torch]'
-	$(BIN)/python -c "from dsm.fingerprint_kernel import provenance; p = provenance(); print('row fingerprints:', p.get('kernel') or p['notice'])"
+	$(BIN)/python -c "from dsm.hashing.fingerprint_kernel import provenance; p = provenance(); print('row fingerprints:', p.get('kernel') or p['notice'])"
 	rm -f $(VENV)/.installed-*
 	touch $@
 
@@ -57,6 +57,7 @@ demo: install
 lint: install
 	$(BIN)/ruff check dsm tests benchmarks
 	$(BIN)/ruff format --check dsm tests benchmarks
+	$(BIN)/lint-imports --no-cache
 
 typecheck: install
 	$(BIN)/mypy

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import dsm  # noqa: E402
-from dsm.dataset import Dataset  # noqa: E402
+from dsm.read.dataset import Dataset  # noqa: E402
 
 
 def text_column(rng: np.random.Generator, rows: int, mean_len: int) -> pa.Array:

@@ -247,7 +247,7 @@ def bench_size(work: Path, shape: Shape, size_gb: float, registry: str, repeat: 
     jsonl = work / f"{name}-jsonl"
     shutil.rmtree(jsonl, ignore_errors=True)
     subprocess.run(
-        [DSM, "convert-format", name, str(jsonl), "--to", "jsonl", "--name", f"{name}-jsonl"],
+        [DSM, "convert-format", name, str(jsonl), "--format", "jsonl", "--name", f"{name}-jsonl"],
         check=True,
         env=env,
         capture_output=True,
@@ -280,7 +280,7 @@ def bench_size(work: Path, shape: Shape, size_gb: float, registry: str, repeat: 
         ),
         (
             "convert parquet->jsonl",
-            [DSM, "convert-format", f"{name}@1", str(out / "dsm-jsonl"), "--to", "jsonl", *output],
+            [DSM, "convert-format", f"{name}@1", str(out / "dsm-jsonl"), "--format", "jsonl", *output],
             duckdb(f"COPY (SELECT * FROM read_parquet('{glob}')) TO '{out}/duck.jsonl' (FORMAT json)"),
         ),
         (
@@ -290,7 +290,7 @@ def bench_size(work: Path, shape: Shape, size_gb: float, registry: str, repeat: 
                 "convert-format",
                 f"{name}-jsonl",
                 str(out / "dsm-jsonl-parquet"),
-                "--to",
+                "--format",
                 "parquet",
                 "--compression",
                 "zstd",

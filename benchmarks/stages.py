@@ -36,10 +36,10 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dsm import fingerprint_kernel  # noqa: E402
-from dsm.checksum import file_checksum  # noqa: E402
-from dsm.fingerprint import digest_batch  # noqa: E402
 from dsm.formats import get_format  # noqa: E402
+from dsm.hashing import fingerprint_kernel  # noqa: E402
+from dsm.hashing.checksum import file_checksum  # noqa: E402
+from dsm.hashing.fingerprint import digest_batch  # noqa: E402
 
 STAGES = ("checksum", "pyarrow-decode", "decode", "hash", "hash-python", "encode-parquet", "encode-jsonl")
 

@@ -87,7 +87,7 @@ def register(folder: Path, registry: Path, name: str) -> None:
 
 def row_hashing() -> str:
     done = subprocess.run(
-        [str(BIN / "python"), "-c", "from dsm.fingerprint_kernel import provenance; print(provenance())"],
+        [str(BIN / "python"), "-c", "import dsm.hashing.fingerprint_kernel as k; print(k.provenance())"],
         capture_output=True,
         text=True,
         check=True,

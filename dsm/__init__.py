@@ -11,6 +11,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from dsm import _moved
+from dsm._version import __version__
 from dsm.errors import (
     CheckFailed,
     ConflictError,
@@ -43,10 +45,10 @@ if TYPE_CHECKING:
     from dsm.commands.rewrite import RewriteResult, convert_format, reshard
     from dsm.commands.verify import ShardReport, VerifyReport, verify
     from dsm.contract import Contract, DatasetFingerprint, Field, Lineage, Schema, Shard
-    from dsm.dataset import Dataset, DatasetIterator, ReadReport, merge_states, open
+    from dsm.read.dataset import Dataset, DatasetIterator, ReadReport, merge_states, open
     from dsm.registry import AliasMove, Registry
 
-__version__ = "0.1.0"
+_moved.install()  # old module paths (dsm.dataset, dsm.fingerprint, ...) keep working for one release
 
 _EXPORTS = {
     "DatasetEntry": "dsm.commands.catalog",
@@ -81,11 +83,11 @@ _EXPORTS = {
     "Schema": "dsm.contract",
     "Shard": "dsm.contract",
     "AliasMove": "dsm.registry",
-    "Dataset": "dsm.dataset",
-    "DatasetIterator": "dsm.dataset",
-    "ReadReport": "dsm.dataset",
-    "merge_states": "dsm.dataset",
-    "open": "dsm.dataset",
+    "Dataset": "dsm.read.dataset",
+    "DatasetIterator": "dsm.read.dataset",
+    "ReadReport": "dsm.read.dataset",
+    "merge_states": "dsm.read.dataset",
+    "open": "dsm.read.dataset",
     "Registry": "dsm.registry",
 }
 

@@ -5,19 +5,24 @@
     DsmError
     ├── InputError (ValueError)            bad usage or bad input; nothing was changed   -> exit 2
     │   ├── ContractError                  a contract that does not load or validate
-    │   ├── ReferenceError_ (LookupError)  an unknown dataset, version or alias
+    │   ├── DatasetNotFound (LookupError)  an unknown dataset, version, alias or file
     │   ├── FormatError                    a shard that cannot be decoded (names shard, line or field)
     │   ├── SchemaError                    a schema that does not fit (format, shards, contract)
     │   └── StateError                     a reader checkpoint that does not fit the iterator loading it
     ├── CheckFailed                        the data failed a check (fingerprint mismatch, gate)   -> exit 1
-    ├── StorageError (OSError)             storage or environment failure; safe to retry          -> exit 3
-    │   └── ConflictError                  lost a race (version or alias written by someone else)
-    └── Interrupted (KeyboardInterrupt-like) work was stopped; what was done is kept               -> exit 130
+    │   └── StageCheckFailed               a cutover stage's check did not hold; carries its evidence
+    └── StorageError (OSError)             storage or environment failure; safe to retry          -> exit 3
+        └── ConflictError                  lost a race (version or alias written by someone else)
 
-The CLI maps these to exit codes in exactly one place (``dsm.cli.main``).
+An interrupted command (``KeyboardInterrupt``) keeps what was done and exits 130. The CLI maps every one
+to its exit code in exactly one place, the table beside ``dsm.cli.main``; ``exit_code`` on each class is
+the same code, for Python callers.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 __all__ = [
     "CheckFailed",
@@ -28,6 +33,7 @@ __all__ = [
     "FormatError",
     "InputError",
     "SchemaError",
+    "StageCheckFailed",
     "StateError",
     "StorageError",
 ]
@@ -69,6 +75,14 @@ class CheckFailed(DsmError):
     """The work was done but the data failed a check (a fingerprint mismatch, a gate)."""
 
     exit_code = 1
+
+
+class StageCheckFailed(CheckFailed):
+    """A cutover stage whose check did not hold (exit 1); ``evidence`` is what it found, for the journal."""
+
+    def __init__(self, message: str, evidence: Mapping[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.evidence = dict(evidence or {})
 
 
 class StorageError(DsmError, OSError):

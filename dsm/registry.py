@@ -8,7 +8,8 @@ Layout::
                                         (deprecated, retired), replaced atomically
     NAME/cutovers/ID/                   the journal and lease of a cutover (dsm.cutover)
 
-A reference is ``NAME`` (latest), ``NAME@3``, ``NAME@prod`` (an alias), or a contract file path.
+A reference is ``NAME`` (latest), ``NAME@3``, ``NAME@prod`` (an alias), or a contract file path;
+:func:`resolve` turns one (or a :class:`Contract`, as it is) into its contract, for every layer above.
 
 >>> reg = Registry("memory://doc-registry")
 >>> reg.names()
@@ -21,7 +22,6 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import yaml
@@ -29,8 +29,18 @@ import yaml
 from dsm.contract import Contract
 from dsm.errors import ConflictError, ContractError, DatasetNotFound, InputError
 from dsm.storage import Location, compare_and_swap, location, redact
+from dsm.units import utc_now_text
 
-__all__ = ["AliasMove", "Registry", "VersionStatus", "default_registry_url", "parse_reference"]
+__all__ = [
+    "AliasMove",
+    "Registry",
+    "VersionStatus",
+    "default_registry_url",
+    "load_contract_file",
+    "open_registry",
+    "parse_reference",
+    "resolve",
+]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _VERSION_FILE = re.compile(r"^(\d+)\.yaml$")
@@ -188,7 +198,7 @@ class Registry:
             raise InputError(
                 f"{contract.name!r} is not a valid dataset name (letters, digits, '.', '_', '-')"
             )
-        created = contract.created or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        created = contract.created or utc_now_text()
         version = (self.versions(contract.name) or [0])[-1] + 1
         for _ in range(_PUBLISH_ATTEMPTS):
             candidate = contract.evolve(version=version, created=created)
@@ -251,7 +261,7 @@ class Registry:
             status=status,
             reason=reason,
             by=by,
-            at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            at=utc_now_text(),
         )
         updated = {**current, version: entry}
         body = {v: e.to_dict() for v, e in sorted(updated.items())}
@@ -300,3 +310,28 @@ def load_contract_file(path: str, storage_options: Mapping[str, Any] | None = No
         raise DatasetNotFound(f"contract file {redact(path)} does not exist")
     text = loc.fs.cat_file(loc.root).decode("utf-8")
     return Contract.from_yaml(text, source=redact(path))
+
+
+def open_registry(
+    registry: str | Registry | None, storage_options: Mapping[str, Any] | None = None
+) -> Registry:
+    """The :class:`Registry` at ``registry`` (a URL; None: the default), or ``registry`` itself."""
+    if isinstance(registry, Registry):
+        return registry
+    return Registry(registry, storage_options=storage_options)
+
+
+def resolve(
+    ref: str | Contract,
+    registry: str | Registry | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> Contract:
+    """The contract ``ref`` names (a name, ``NAME@N``, ``NAME@ALIAS``, a contract path, or a Contract).
+
+    >>> resolve(Contract.from_dict({"dsm": 1, "name": "d", "location": ".", "format": "csv",
+    ...     "schema": {"fields": []}, "shards": []})).name
+    'd'
+    """
+    if isinstance(ref, Contract):
+        return ref
+    return open_registry(registry, storage_options).resolve(ref)

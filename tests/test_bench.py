@@ -16,24 +16,15 @@ import pyarrow.parquet as pq
 import pytest
 
 import dsm
+from dsm.benchmark import sweep as bench_sweep
+from dsm.benchmark.gates import compare_results, evaluate_gates
+from dsm.benchmark.results import DatasetBench, Gates, Percentiles, WorkerResult, find_knee
 from dsm.commands import bench as bench_module
-from dsm.commands.bench import (
-    BenchReport,
-    DatasetBench,
-    Gates,
-    Percentiles,
-    WorkerResult,
-    bench,
-    compare_results,
-    evaluate_gates,
-    find_knee,
-    parse_rate,
-    parse_size,
-    parse_workers,
-)
+from dsm.commands.bench import BenchReport, bench
 from dsm.contract import Contract, Shard
 from dsm.errors import DatasetNotFound, InputError
 from dsm.formats import get_format
+from dsm.units import parse_rate, parse_size, parse_workers
 
 from .conftest import StorageRoot, write_parquet_shards
 
@@ -233,13 +224,13 @@ def test_compare_parquet_with_jsonl_runs_both_interleaved(
     parquet_ref: Contract, jsonl_ref: Contract, registry_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     order: list[str] = []
-    real = bench_module.execute_run
+    real = bench_sweep.execute_run
 
     def spy(spec: Any, **kwargs: Any) -> Any:
         order.append(f"{spec.shards[0].path.rsplit('.', 1)[1]}:{spec.workers}")
         return real(spec, **kwargs)
 
-    monkeypatch.setattr(bench_module, "execute_run", spy)
+    monkeypatch.setattr(bench_sweep, "execute_run", spy)
     report = bench("web", compare="web-jsonl", registry=registry_url, mode="decode", workers="1,2", repeat=2)
     assert order == ["parquet:1", "jsonl:1", "parquet:2", "jsonl:2"] * 2
     assert report.other is not None and report.other.dataset == "web-jsonl@1"
@@ -391,14 +382,14 @@ def test_missing_shard_is_an_error_with_its_path_and_the_rest_is_measured(
 def test_shard_deleted_between_plan_and_run_is_counted(
     parquet_ref: Contract, registry_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = bench_module.execute_run
+    real = bench_sweep.execute_run
     victim = Path(parquet_ref.location) / parquet_ref.shards[1].path
 
     def delete_then_run(spec: Any, **kwargs: Any) -> Any:
         victim.unlink(missing_ok=True)
         return real(spec, **kwargs)
 
-    monkeypatch.setattr(bench_module, "execute_run", delete_then_run)
+    monkeypatch.setattr(bench_sweep, "execute_run", delete_then_run)
     for mode in ("bytes", "decode"):
         result = bench("web", registry=registry_url, mode=mode).ref.results[0]
         assert result.errors == 1 and result.error_details[0].path.endswith(parquet_ref.shards[1].path)

@@ -17,9 +17,10 @@ from typer.testing import CliRunner
 
 import dsm
 import dsm.commands.rewrite as rewrite_commands
+from dsm._testing import KILL_ENV
 from dsm.cli.app import app
 from dsm.errors import InputError
-from dsm.rewrite.journal import CRASH_ENV, JOURNAL_DIR
+from dsm.rewrite.journal import JOURNAL_DIR
 from tests.conftest import write_parquet_shards
 
 runner = CliRunner()
@@ -35,7 +36,7 @@ def source(tmp_path: Path, sample_table: pa.Table, registry_url: str) -> str:
 def test_convert_format_json(tmp_path: Path, source: str, registry_url: str) -> None:
     out = tmp_path / "jsonl"
     result = runner.invoke(
-        app, ["convert-format", "web", str(out), "--to", "jsonl", "--registry", registry_url, "--json"]
+        app, ["convert-format", "web", str(out), "--format", "jsonl", "--registry", registry_url, "--json"]
     )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
@@ -75,7 +76,8 @@ def test_exit_codes(tmp_path: Path, source: str, registry_url: str) -> None:
     pq.write_table(pa.table({"id": [1], "tags": [["x"]]}), nested / "a.parquet")
     dsm.register(str(nested), name="nested", registry=registry_url)
     refused = runner.invoke(
-        app, ["convert-format", "nested", str(tmp_path / "csv"), "--to", "csv", "--registry", registry_url]
+        app,
+        ["convert-format", "nested", str(tmp_path / "csv"), "--format", "csv", "--registry", registry_url],
     )
     assert refused.exit_code == 2 and "cannot hold" in refused.stderr
     assert not (tmp_path / "csv").exists()
@@ -117,7 +119,7 @@ def test_cli_options_reach_the_library_unchanged(monkeypatch: pytest.MonkeyPatch
             "--shuffle",
             "--seed",
             "7",
-            "--to",
+            "--format",
             "parquet",
             "--compression",
             "zstd",
@@ -150,7 +152,7 @@ def test_cli_options_reach_the_library_unchanged(monkeypatch: pytest.MonkeyPatch
         "rows_per_shard": None,
         "shuffle": True,
         "seed": 7,
-        "to": "parquet",
+        "format": "parquet",
         "compression": "zstd",
         "compression_level": 5,
         "row_group_size": 1000,
@@ -163,14 +165,42 @@ def test_cli_options_reach_the_library_unchanged(monkeypatch: pytest.MonkeyPatch
         "storage_options": {"anon": True},
     }
     result = runner.invoke(
-        app, ["convert-format", "web", "out", "--to", "csv", "--format-option", "delimiter=;"]
+        app, ["convert-format", "web", "out", "--format", "csv", "--format-option", "delimiter=;"]
     )
     assert result.exit_code == 2
     args, kwargs = seen["convert_format"]
     assert args == ("web", "out")
-    assert kwargs["to"] == "csv" and kwargs["format_options"] == {"delimiter": ";"}
+    assert kwargs["format"] == "csv" and kwargs["format_options"] == {"delimiter": ";"}
     assert kwargs["compression"] is None and kwargs["overwrite"] is False and kwargs["workers"] is None
     assert kwargs["read_back"] is False
+
+
+def test_the_old_to_format_spelling_still_works_hidden_with_a_note(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, Any] = {}
+
+    def fake(name: str) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            seen[name] = (args, kwargs)
+            raise InputError("stop here")
+
+        return call
+
+    monkeypatch.setattr(rewrite_commands, "reshard", fake("reshard"))
+    monkeypatch.setattr(rewrite_commands, "convert_format", fake("convert_format"))
+    for command in ("convert-format", "reshard"):
+        layout = ["--num-shards", "2"] if command == "reshard" else []
+        result = runner.invoke(app, [command, "web", "out", *layout, "--to", "arrow"])
+        assert result.exit_code == 2
+        _, kwargs = seen[command.replace("-", "_")]
+        assert kwargs["format"] == "arrow"
+        assert f"`dsm {command} --to FORMAT` is deprecated; write --format arrow" in result.stderr
+        help_text = runner.invoke(app, [command, "--help"]).stdout
+        assert "--format" in help_text and "--to FORMAT still works" in " ".join(help_text.split())
+        assert "--to " not in help_text.split("Examples")[0].replace("--to FORMAT", "")
+    clash = runner.invoke(app, ["convert-format", "web", "out", "--to", "arrow", "--format", "csv"])
+    assert clash.exit_code == 2 and "disagree" in clash.stderr
+    missing = runner.invoke(app, ["convert-format", "web", "out"])
+    assert missing.exit_code == 2 and "needs --format FORMAT" in missing.stderr
 
 
 def test_help_has_examples() -> None:
@@ -181,9 +211,9 @@ def test_help_has_examples() -> None:
 
 
 def _dsm(args: list[str], registry: str, crash_after: int | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != CRASH_ENV}
+    env = {k: v for k, v in os.environ.items() if k != KILL_ENV}
     if crash_after is not None:
-        env[CRASH_ENV] = str(crash_after)
+        env[KILL_ENV] = f"units:{crash_after}"
     return subprocess.run(
         [sys.executable, "-m", "dsm", *args, "--registry", registry, "--json"],
         env=env,

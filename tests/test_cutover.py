@@ -11,7 +11,6 @@ import pyarrow.parquet as pq
 import pytest
 
 import dsm
-from dsm.commands import cutover as cutover_lib
 from dsm.commands.cutover import (
     cutover_status,
     list_cutovers,
@@ -21,9 +20,10 @@ from dsm.commands.cutover import (
     run_cutover,
     start_cutover,
 )
-from dsm.cutover.journal import Owner
-from dsm.cutover.lease import Lease
-from dsm.cutover.sample import compare_sample
+from dsm.commands.cutover import runner as cutover_runner
+from dsm.commands.cutover.journal import Owner
+from dsm.commands.cutover.lease import Lease
+from dsm.commands.cutover.shadow import compare_sample
 from dsm.errors import CheckFailed, ConflictError, InputError
 from dsm.registry import Registry
 from dsm.storage import location
@@ -220,7 +220,7 @@ def test_complete_waits_for_the_retain_period(
     assert report.state.stage("complete").status == "pending" and report.state.complete_after is not None
     assert run_cutover(report.id, registry=registry).ran == ()
     later = datetime.now(UTC) + timedelta(days=2, minutes=1)
-    monkeypatch.setattr(cutover_lib, "_utcnow", lambda: later)
+    monkeypatch.setattr(cutover_runner, "_utcnow", lambda: later)
     assert run_cutover(report.id, registry=registry).ran == ("complete",)
     assert dsm.show("web@1", registry=registry).status == "deprecated"
     with pytest.raises(InputError, match="rollback is no longer possible"):
@@ -394,13 +394,13 @@ def test_a_breaking_target_stops_at_plan_unless_allowed(
     tmp_path: Path, web: tuple[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The rewrite keeps the schema, so a breaking verdict is simulated: the gate itself is under test."""
-    import dsm.commands.diff as diff_module
-    from dsm.commands.diff import FieldChange
+    import dsm.validators.compatibility as compatibility
+    from dsm.validators.compatibility import FieldChange
 
     removed = FieldChange(
         field="lang", change="removed", old="string", new=None, breaking=True, detail="gone"
     )
-    monkeypatch.setattr(diff_module, "compare_schemas", lambda old, new: (removed,))
+    monkeypatch.setattr(compatibility, "compare_schemas", lambda old, new: (removed,))
     registry, _ = web
     stopped = start_cutover("web@prod", to=str(tmp_path / "a"), registry=registry, **FAST)
     assert (
@@ -487,7 +487,7 @@ def test_a_stage_that_raises_check_failed_is_journaled(
         raise CheckFailed("the copy proved nothing")
 
     report = start_cutover("web@prod", to=str(tmp_path / "out"), registry=registry, **FAST)
-    monkeypatch.setitem(cutover_lib.STAGE_FUNCTIONS, "copy", broken)
+    monkeypatch.setitem(cutover_runner.STAGE_FUNCTIONS, "copy", broken)
     failed = run_cutover(report.id, registry=registry)
     assert failed.failed == "the copy proved nothing" and failed.state.stage("copy").error_kind == "check"
 

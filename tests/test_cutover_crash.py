@@ -1,6 +1,6 @@
 """``kill -9`` in the middle of a cutover (copy, verify, right after the switch), then ``dsm cutover resume``:
 the same result as a run that was never interrupted. The CLI runs as a subprocess that SIGKILLs itself at
-the point ``DSM_TEST_KILL_AT`` names (see dsm/cutover/killpoints.py)."""
+the point ``DSM_TEST_KILL_AT`` names (see dsm/_testing.py)."""
 
 from __future__ import annotations
 

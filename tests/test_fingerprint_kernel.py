@@ -27,10 +27,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from dsm import fingerprint_kernel
 from dsm.cli.app import app
 from dsm.errors import StorageError
-from dsm.fingerprint import _decimal_text, digest_batch, hash_values
+from dsm.hashing import fingerprint_kernel
+from dsm.hashing.fingerprint import _decimal_text, digest_batch, hash_values
 from tests.arrow_strategies import any_types, arrays, decimal_array, decimal_types, decimals, tables
 from tests.formats.conformance import TYPE_CASES, column
 from tests.test_fingerprint_vectors import TABLE_ORDERED, TABLE_UNORDERED, vector_table
@@ -217,7 +217,7 @@ def test_decimal_text_follows_the_spec_beyond_28_digits(text: str, type_: pa.Dat
 
 @needs_kernel
 def test_malformed_buffers_raise_instead_of_reading_outside_them() -> None:
-    from dsm import _rowhash  # type: ignore[attr-defined]
+    from dsm.hashing import _rowhash  # type: ignore[attr-defined]
 
     out = np.zeros(2, dtype=np.uint64)
     beyond = np.array([0, 3, 99], dtype=np.int32)
@@ -330,11 +330,11 @@ def wheel_without_compiler(tmp_path_factory: pytest.TempPathFactory) -> Iterator
 def test_dsm_installs_and_works_without_a_compiler(wheel_without_compiler: Path, tmp_path: Path) -> None:
     with zipfile.ZipFile(wheel_without_compiler) as wheel:
         names = wheel.namelist()
-        assert "dsm/fingerprint.py" in names and not [n for n in names if n.endswith(".so")]
+        assert "dsm/hashing/fingerprint.py" in names and not [n for n in names if n.endswith(".so")]
         wheel.extractall(tmp_path / "site")
     code = (
-        "import json, dsm, dsm.fingerprint_kernel as k\n"
-        "from dsm.fingerprint import digest_batch\n"
+        "import json, dsm, dsm.hashing.fingerprint_kernel as k\n"
+        "from dsm.hashing.fingerprint import digest_batch\n"
         "from tests.test_fingerprint_vectors import vector_table\n"
         "d = digest_batch(vector_table())\n"
         "print(json.dumps([dsm.__file__, d.unordered, d.ordered, k.provenance()]))\n"

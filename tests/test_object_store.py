@@ -18,9 +18,10 @@ from typer.testing import CliRunner
 import dsm
 from dsm.cli.app import app
 from dsm.errors import ConflictError, InputError
-from dsm.object_store import NonAtomicWriteWarning, S3Store, request_stats, s3_full_object_checksum, store_for
 from dsm.registry import Registry
 from dsm.storage import compare_and_swap, location, options_for
+from dsm.storage.s3 import S3Store, s3_full_object_checksum
+from dsm.storage.stores import NonAtomicWriteWarning, request_stats, store_for
 
 from .conftest import StorageRoot, write_parquet_shards
 from .servers import AzuriteServer, MotoServer, raw_put
@@ -218,7 +219,7 @@ def test_missing_backend_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -
 
 def test_generic_store_says_it_is_not_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A protocol without conditional writes in dsm: the write happens, with a warning and atomic=False.
-    import dsm.object_store as object_store
+    import dsm.storage.stores as object_store
 
     loc = location(f"memory://generic-{time.monotonic_ns()}")
     monkeypatch.setitem(object_store._INSTANCES, "memory", object_store.GenericStore())
@@ -323,7 +324,7 @@ def test_azurite_put_blob_md5_is_recorded_only_when_it_matches(azurite_server: A
     """A Content-MD5 set by a client that does not match the bytes is never recorded."""
     from azure.storage.blob import ContentSettings
 
-    from dsm.object_store import measure_object
+    from dsm.shards import measure_object
 
     service = azurite_server.service()
     container = f"md5-{time.monotonic_ns()}"
@@ -346,7 +347,7 @@ def test_objects_dsm_writes_carry_a_store_checksum(storage: StorageRoot) -> None
     import hashlib
     import zlib
 
-    from dsm.object_store import measure_object
+    from dsm.shards import measure_object
 
     loc = location(storage.url, storage.options)
     data = bytes(range(256)) * (5 * 4096 + 17)  # about 5 MiB, written in 1 MiB pieces

@@ -8,14 +8,14 @@ import typer
 from rich import box
 from rich.table import Table
 
-from dsm.cli import CheckFailedExit, exits
-from dsm.cli.app import JsonOpt, RegistryOpt, StorageOpt, app, storage_options
-from dsm.cli.render import console, err_console, print_json, progress_for
+from dsm.cli import checks_failed
+from dsm.cli.options import JsonOpt, RefArg, RegistryOpt, StorageOpt, storage_options
+from dsm.cli.render import console, err_console, print_json, progress_for, seconds, si
 
 if TYPE_CHECKING:  # the library loads Arrow; it is imported when the command runs, not when the CLI loads
     from dsm.commands import bench as bench_lib
 
-__all__ = ["bench"]
+__all__ = ["add_to", "bench"]
 
 _EPILOG = """Examples:
 
@@ -31,12 +31,8 @@ Exit codes: 0 every gate held, 1 a gate failed (or a read failed), 2 bad input, 
 See docs/bench.md for what each figure means."""
 
 
-@app.command(epilog=_EPILOG)
-@exits
 def bench(
-    ref: Annotated[
-        str, typer.Argument(help="Dataset reference: NAME, NAME@N, NAME@ALIAS or a contract file.")
-    ],
+    ref: RefArg,
     compare: Annotated[
         str | None,
         typer.Option("--compare", help="A second dataset to run interleaved with REF, side by side."),
@@ -146,18 +142,7 @@ def bench(
         if path:
             err_console.print(f"wrote {what} to {path}", highlight=False, soft_wrap=True)
     if not report.passed:
-        raise CheckFailedExit()
-
-
-def _si(value: float | None, unit: str = "") -> str:
-    """``1.05G``-style: three digits and a decimal prefix (the column header carries the unit)."""
-    if value is None:
-        return "-"
-    for prefix in ("", "k", "M", "G", "T"):
-        if abs(value) < 999.5 or prefix == "T":
-            return f"{value:.3g}{prefix}{unit}"
-        value /= 1000
-    return f"{value:.3g}P{unit}"
+        checks_failed()
 
 
 def _plural(workers: int) -> str:
@@ -165,17 +150,15 @@ def _plural(workers: int) -> str:
 
 
 def _dur(value: float | None) -> str:
-    from dsm.commands._bench_html import format_seconds
-
-    return format_seconds(value).replace(" ", "")
+    return seconds(value).replace(" ", "")
 
 
 def _figure_rows(r: bench_lib.WorkerResult) -> list[tuple[str, str]]:
     lat, ttfb = r.latency_s, r.ttfb_s
     return [
-        ("bytes/s", _si(r.bytes_per_s, "B")),
-        ("rows/s", _si(r.rows_per_s)),
-        ("files/s", _si(r.files_per_s)),
+        ("bytes/s", si(r.bytes_per_s, "B")),
+        ("rows/s", si(r.rows_per_s)),
+        ("files/s", si(r.files_per_s)),
         ("requests", f"{r.requests:,}"),
         ("errors", f"[bold red]{r.errors}[/]" if r.errors else "0"),
         ("retries", str(r.retries)),
@@ -243,11 +226,11 @@ def _comparison(report: bench_lib.BenchReport) -> None:
             if c.workers != count:
                 continue
             if c.metric == "bytes_per_s":
-                a, b = _si(c.ref, "B/s"), _si(c.other, "B/s")
+                a, b = si(c.ref, "B/s"), si(c.other, "B/s")
             elif c.metric.endswith("per_s"):
-                a, b = _si(c.ref, "/s"), _si(c.other, "/s")
+                a, b = si(c.ref, "/s"), si(c.other, "/s")
             elif c.metric in ("errors", "retries"):
-                a, b = _si(c.ref), _si(c.other)
+                a, b = si(c.ref), si(c.other)
             else:
                 a, b = _dur(c.ref), _dur(c.other)
             table.add_row(_label(c.metric), a, b, "-" if c.ratio is None else f"{c.ratio:.3f}")
@@ -282,6 +265,10 @@ def _render(report: bench_lib.BenchReport) -> None:
 
 
 def _label(metric: str) -> str:
-    from dsm.commands._bench_html import figure_label
+    from dsm.benchmark.results import figure_label
 
     return figure_label(metric)
+
+
+def add_to(app: typer.Typer) -> None:
+    app.command(epilog=_EPILOG)(bench)

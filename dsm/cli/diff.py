@@ -8,10 +8,10 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from dsm.cli import CheckFailedExit, exits
-from dsm.cli.app import JsonOpt, RegistryOpt, StorageOpt, app, storage_options
+from dsm.cli import checks_failed
+from dsm.cli.options import JsonOpt, RegistryOpt, StorageOpt, storage_options
 
-__all__ = ["diff"]
+__all__ = ["add_to", "diff"]
 
 
 def _cell(value: Any) -> str:
@@ -25,15 +25,6 @@ def _cell(value: Any) -> str:
     return escape(str(value))
 
 
-@app.command(
-    epilog="Examples:\n\n  dsm diff web-text@prod web-text@4\n\n"
-    "  dsm diff web-text@3 new-contract.yaml --json\n\n"
-    "The verdict is for readers of OLD: a removed field, a narrowed or changed type, or a change of "
-    "nullability is breaking; an added field or a widened type (int32->int64, float32->float64, "
-    "string->large_string) is compatible.\n\n"
-    "Exit codes: 0 identical or compatible, 1 breaking, 2 bad input."
-)
-@exits
 def diff(
     old: Annotated[str, typer.Argument(help="The contract readers use now: NAME@N, NAME@ALIAS or a file.")],
     new: Annotated[str, typer.Argument(help="The contract to compare with it.")],
@@ -77,4 +68,18 @@ def diff(
         ]
         console.print(f"verdict for readers of {_cell(result.old)}: [{colour}]{result.verdict}[/]")
     if result.verdict == "breaking":
-        raise CheckFailedExit()
+        checks_failed()
+
+
+_EPILOG = (
+    "Examples:\n\n  dsm diff web-text@prod web-text@4\n\n"
+    "  dsm diff web-text@3 new-contract.yaml --json\n\n"
+    "The verdict is for readers of OLD: a removed field, a narrowed or changed type, or a change of "
+    "nullability is breaking; an added field or a widened type (int32->int64, float32->float64, "
+    "string->large_string) is compatible.\n\n"
+    "Exit codes: 0 identical or compatible, 1 breaking, 2 bad input."
+)
+
+
+def add_to(app: typer.Typer) -> None:
+    app.command(epilog=_EPILOG)(diff)

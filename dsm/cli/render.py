@@ -1,4 +1,10 @@
-"""Rendering results for people (rich tables on stdout) and machines (one JSON document on stdout)."""
+"""Rendering results for people (rich tables on stdout) and machines (one JSON document on stdout).
+
+The consoles wrap at the terminal's width only when they write to a terminal; piped or captured, a line is
+never wrapped (a path, a URL, an error message stays whole), so scripts and tests read the same text
+whatever the width of the terminal and the length of the paths. Numbers are written by the formatters of
+:mod:`dsm.units` (``human_bytes``, ``si``, ``seconds``, ``duration``, ``money`` here).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -16,25 +22,50 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-__all__ = ["BarProgress", "console", "err_console", "human_bytes", "print_json", "progress_for"]
+from dsm.units import format_bytes as human_bytes
+from dsm.units import format_duration as duration
+from dsm.units import format_money as money
+from dsm.units import format_seconds as seconds
+from dsm.units import format_si as si
 
-console = Console()
-err_console = Console(stderr=True)
+__all__ = [
+    "PIPE_WIDTH",
+    "BarProgress",
+    "console",
+    "duration",
+    "err_console",
+    "human_bytes",
+    "money",
+    "print_json",
+    "progress_for",
+    "seconds",
+    "si",
+]
+
+PIPE_WIDTH = 100_000
+"""Columns of a console that does not write to a terminal: wide enough that nothing wraps."""
+
+
+class _StreamConsole(Console):
+    """A console as wide as its terminal, or :data:`PIPE_WIDTH` when it does not write to one."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        if not self.is_terminal:
+            return ConsoleDimensions(PIPE_WIDTH, 25)
+        return super().size
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+
+
+console = _StreamConsole()
+err_console = _StreamConsole(stderr=True)
 
 
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
-
-
-def human_bytes(n: int | float | None) -> str:
-    if n is None:
-        return "-"
-    value = float(n)
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(value) < 1000 or unit == "TB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1000
-    return f"{value:.1f} PB"
 
 
 class BarProgress:

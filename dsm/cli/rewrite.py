@@ -6,31 +6,35 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from dsm.cli import exits
-from dsm.cli.app import JsonOpt, RegistryOpt, StorageOpt, WorkersOpt, app, key_value_options, storage_options
+from dsm.cli.options import (
+    CompressionOpt,
+    DeprecatedToFormatOpt,
+    FormatOptionOpt,
+    JsonOpt,
+    LevelOpt,
+    NumShardsOpt,
+    RefArg,
+    RegistryOpt,
+    RowGroupOpt,
+    RowsPerShardOpt,
+    SeedOpt,
+    ShardSizeOpt,
+    ShuffleOpt,
+    StorageOpt,
+    TargetFormatOpt,
+    WorkersOpt,
+    deprecated_format_spelling,
+    key_value_options,
+    storage_options,
+)
 from dsm.cli.render import console, human_bytes, print_json, progress_for
+from dsm.errors import InputError
 
 if TYPE_CHECKING:
     from dsm.commands.rewrite import RewriteResult
 
-__all__ = ["convert_format", "reshard"]
+__all__ = ["add_to", "convert_format", "reshard"]
 
-ToOpt = Annotated[str, typer.Option("--to", help="Target format: parquet, jsonl, csv, arrow, webdataset.")]
-CompressionOpt = Annotated[
-    str | None,
-    typer.Option("--compression", help="Compression of the target format (e.g. zstd, snappy, gzip, none)."),
-]
-LevelOpt = Annotated[int | None, typer.Option("--compression-level", help="Compression level (Parquet).")]
-RowGroupOpt = Annotated[
-    int | None,
-    typer.Option("--row-group-size", min=1, help="Rows per Parquet row group (default: the format's)."),
-]
-FormatOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--format-option", help="Another option of the target format, KEY=VALUE (repeatable; JSON values)."
-    ),
-]
 NameOpt = Annotated[
     str | None,
     typer.Option("--name", help="Register the output under this name (default: the source's name)."),
@@ -70,29 +74,31 @@ def _render(result: RewriteResult, json_output: bool) -> None:
         console.print(f"  {note}")
 
 
-@app.command(
-    name="convert-format",
-    epilog="Examples:\n\n  dsm convert-format logs@2 s3://bucket/logs/v3/ --to parquet --compression zstd\n\n"
-    "  dsm convert-format web-text data/web-text-jsonl/ --to jsonl --compression gzip --json\n\n"
+_CONVERT_EPILOG = (
+    "Examples:\n\n  dsm convert-format logs@2 s3://bucket/logs/v3/ --format parquet --compression zstd\n\n"
+    "  dsm convert-format web-text data/web-text-jsonl/ --format jsonl --compression gzip --json\n\n"
     "One output file per source shard (part-00000-of-00064.parquet ...). The output is registered as the "
     "next version of the dataset once its row fingerprint is proven equal to the source's. Run the same "
-    "command again after a crash to resume.\n\n"
+    "command again after a crash to resume. The old spelling --to FORMAT still works until dsm 0.3.\n\n"
     "Exit codes: 0 done and proven, 1 a source shard or the fingerprint failed its check, 2 bad input "
-    "(the format cannot hold the schema, the destination holds other files), 3 storage failure.",
+    "(the format cannot hold the schema, the destination holds other files), 3 storage failure."
 )
-@exits
+
+
 def convert_format(
-    ref: Annotated[
-        str, typer.Argument(help="Dataset reference: NAME, NAME@N, NAME@ALIAS or a contract file.")
-    ],
+    ref: RefArg,
     dest: Annotated[
         str, typer.Argument(help="Destination folder (any fsspec URL); empty, or this rewrite's.")
     ],
-    to: ToOpt,
+    format: Annotated[
+        str | None,
+        typer.Option("--format", help="Target format: parquet, jsonl, csv, arrow, webdataset (required)."),
+    ] = None,
+    to: DeprecatedToFormatOpt = None,
     compression: CompressionOpt = None,
     compression_level: LevelOpt = None,
     row_group_size: RowGroupOpt = None,
-    format_option: FormatOpt = None,
+    format_option: FormatOptionOpt = None,
     name: NameOpt = None,
     workers: WorkersOpt = None,
     overwrite: OverwriteOpt = False,
@@ -104,10 +110,13 @@ def convert_format(
     """Rewrite a dataset in another format without changing one row, and register it."""
     from dsm.commands import rewrite as rewrite_commands  # imported on use: Arrow loads only when needed
 
+    target = deprecated_format_spelling(format, to, "dsm convert-format")
+    if target is None:
+        raise InputError("dsm convert-format needs --format FORMAT (parquet, jsonl, csv, arrow, webdataset)")
     result = rewrite_commands.convert_format(
         ref,
         dest,
-        to=to,
+        format=target,
         compression=compression,
         compression_level=compression_level,
         row_group_size=row_group_size,
@@ -123,44 +132,36 @@ def convert_format(
     _render(result, json_output)
 
 
-@app.command(
-    epilog="Examples:\n\n  dsm reshard web-text@3 s3://bucket/web-text/v4/ --num-shards 64\n\n"
-    "  dsm reshard web-text data/web-text-256mb/ --shard-size 256MB --to parquet --compression zstd\n\n"
+_RESHARD_EPILOG = (
+    "Examples:\n\n  dsm reshard web-text@3 s3://bucket/web-text/v4/ --num-shards 64\n\n"
+    "  dsm reshard web-text data/web-text-256mb/ --shard-size 256MB --format parquet --compression zstd\n\n"
     "  dsm reshard web-text data/web-text-shuffled/ --rows-per-shard 100000 --shuffle --seed 7 --json\n\n"
     "Exactly one of --num-shards, --shard-size, --rows-per-shard. Without --shuffle the files, read in "
     "order, hold the rows in the source's order; with it, a seeded global shuffle (the same seed gives the "
     "same files). --shard-size is a target: rows per file are planned from a sample encoded in the target "
-    "format. Run the same command again after a crash to resume.\n\n"
+    "format. Run the same command again after a crash to resume. The old spelling --to FORMAT still works "
+    "until dsm 0.3.\n\n"
     "Exit codes: 0 done and proven, 1 a source shard or the fingerprint failed its check, 2 bad input, "
-    "3 storage failure.",
+    "3 storage failure."
 )
-@exits
+
+
 def reshard(
-    ref: Annotated[
-        str, typer.Argument(help="Dataset reference: NAME, NAME@N, NAME@ALIAS or a contract file.")
-    ],
+    ref: RefArg,
     dest: Annotated[
         str, typer.Argument(help="Destination folder (any fsspec URL); empty, or this rewrite's.")
     ],
-    num_shards: Annotated[
-        int | None, typer.Option("--num-shards", min=1, help="Number of output files.")
-    ] = None,
-    shard_size: Annotated[
-        str | None, typer.Option("--shard-size", help="Target size of each output file, e.g. 256MB or 1GiB.")
-    ] = None,
-    rows_per_shard: Annotated[
-        int | None,
-        typer.Option("--rows-per-shard", min=1, help="Rows per output file (the last may hold fewer)."),
-    ] = None,
-    shuffle: Annotated[bool, typer.Option("--shuffle", help="Shuffle rows across all output files.")] = False,
-    seed: Annotated[int | None, typer.Option("--seed", help="Seed of the shuffle (default 0).")] = None,
-    to: Annotated[
-        str | None, typer.Option("--to", help="Also convert to this format (default: the source's).")
-    ] = None,
+    num_shards: NumShardsOpt = None,
+    shard_size: ShardSizeOpt = None,
+    rows_per_shard: RowsPerShardOpt = None,
+    shuffle: ShuffleOpt = False,
+    seed: SeedOpt = None,
+    format: TargetFormatOpt = None,
+    to: DeprecatedToFormatOpt = None,
     compression: CompressionOpt = None,
     compression_level: LevelOpt = None,
     row_group_size: RowGroupOpt = None,
-    format_option: FormatOpt = None,
+    format_option: FormatOptionOpt = None,
     name: NameOpt = None,
     workers: WorkersOpt = None,
     overwrite: OverwriteOpt = False,
@@ -180,7 +181,7 @@ def reshard(
         rows_per_shard=rows_per_shard,
         shuffle=shuffle,
         seed=seed,
-        to=to,
+        format=deprecated_format_spelling(format, to, "dsm reshard"),
         compression=compression,
         compression_level=compression_level,
         row_group_size=row_group_size,
@@ -194,3 +195,8 @@ def reshard(
         progress=progress_for(json_output),
     )
     _render(result, json_output)
+
+
+def add_to(app: typer.Typer) -> None:
+    app.command(name="convert-format", epilog=_CONVERT_EPILOG)(convert_format)
+    app.command(epilog=_RESHARD_EPILOG)(reshard)

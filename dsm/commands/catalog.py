@@ -6,9 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dsm.commands._common import open_registry, resolve
 from dsm.contract import Contract, contract_json_schema
-from dsm.registry import AliasMove, Registry, parse_reference
+from dsm.registry import AliasMove, Registry, open_registry, parse_reference, resolve
 
 __all__ = ["DatasetEntry", "alias", "contract_schema", "ls", "show"]
 

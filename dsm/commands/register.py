@@ -11,15 +11,15 @@ from typing import Any
 import pyarrow as pa
 import yaml
 
-from dsm.commands._common import now_utc, open_registry, tool_name
+from dsm._version import tool_name
 from dsm.contract import Contract, Lineage, Schema
 from dsm.engine import NullProgress, Progress, map_units
 from dsm.errors import ContractError, InputError, SchemaError
 from dsm.formats import Format, detect_format, get_format
-from dsm.reader import shard_schema
-from dsm.registry import Registry, load_contract_file
-from dsm.shards import DescribedShard, contract_location, dataset_fingerprint, describe_shard
+from dsm.registry import Registry, load_contract_file, open_registry
+from dsm.shards import DescribedShard, contract_location, dataset_fingerprint, describe_shard, shard_schema
 from dsm.storage import FileInfo, Location, location, redact
+from dsm.units import utc_now_text
 from dsm.validators.schema import schema_differences
 
 __all__ = ["ScannedSource", "register", "scan_source"]
@@ -185,7 +185,7 @@ def register(
             operation="register",
             parameters={"source": redact(source), "format": scan.format},
             tool=tool_name(),
-            created=now_utc(),
+            created=utc_now_text(),
         ),
         metadata=metadata,
     )

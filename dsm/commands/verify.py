@@ -9,14 +9,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dsm.commands._common import provenance, resolve
+from dsm._version import tool_name
 from dsm.contract import Contract, Shard
-from dsm.digest import RowDigest
 from dsm.engine import NullProgress, Progress, default_workers, map_units
 from dsm.errors import InputError
-from dsm.object_store import RequestStats, request_stats
-from dsm.registry import Registry
+from dsm.hashing import fingerprint_kernel
+from dsm.hashing.rowdigest import RowDigest
+from dsm.registry import Registry, resolve
 from dsm.storage import Location, location
+from dsm.storage.stores import RequestStats, request_stats
 from dsm.validators.physical import check_physical
 
 if TYPE_CHECKING:
@@ -170,7 +171,7 @@ def verify(
         shards=tuple(reports),
         fingerprint_match=match,
         notes=tuple(notes),
-        provenance=provenance(rows_hashed=deep),
+        provenance=fingerprint_kernel.provenance() if deep else {"tool": tool_name()},
     )
 
 
@@ -205,14 +206,11 @@ def _check_rows_of(
 
     Threads, where the compiled fingerprint kernel hashes with the GIL released (decoding releases it
     too). The pure-Python path holds the GIL for every string value, so there, on local disk, the shards
-    are checked in forked worker processes instead (each re-opens its shard by path); an in-process
-    ``memory://`` store is not visible to another process, so it always gets threads.
+    are checked in the engine's forked worker processes instead (each re-opens its shard by path); an
+    in-process ``memory://`` store is not visible to another process, so it always gets threads. Arrow
+    and the format layer load only here and in :func:`_check_job`: a bytes-only verify starts in a
+    fraction of the time.
     """
-    # Arrow and the format layer load only here: a bytes-only verify starts in a fraction of the time.
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    from dsm import fingerprint_kernel
     from dsm.formats import DEFAULT_BATCH_ROWS
     from dsm.rewrite.plan import decoded_row_bytes
 
@@ -229,18 +227,13 @@ def _check_rows_of(
         )
         for i in indices
     ]
-    count = min(workers or default_workers(), len(jobs))
-    if not loc.is_local or count < 2 or fingerprint_kernel.enabled():
-        checks = map_units(_check_job, jobs, workers=workers or loc.io_workers)
-        for job in jobs:
-            progress.advance(job.shard.bytes)
-        return checks
-    with ProcessPoolExecutor(max_workers=count, mp_context=multiprocessing.get_context("fork")) as pool:
-        checks = []
-        for job, check in zip(jobs, pool.map(_check_job, jobs), strict=True):
-            progress.advance(job.shard.bytes)
-            checks.append(check)
-    return checks
+
+    def done(index: int, _: RowCheck) -> None:
+        progress.advance(jobs[index].shard.bytes)
+
+    if loc.is_local and not fingerprint_kernel.enabled():
+        return map_units(_check_job, jobs, workers=workers or default_workers(), mode="process", on_done=done)
+    return map_units(_check_job, jobs, workers=workers or loc.io_workers, on_done=done)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -4,7 +4,7 @@ Every unit streams batches of about ``plan.batch_rows`` rows, so memory is bound
 one Parquet row group being built, or one shuffle bucket) whatever the size of the dataset or of a shard.
 
 **Shuffle (two passes, external).** Pass 1 (*scatter*, one unit per source shard or Parquet row range):
-each row's global index ``g`` goes through the seeded permutation (:mod:`dsm.rewrite.permutation`) to its
+each row's global index ``g`` goes through the seeded permutation (:mod:`dsm.hashing.permutation`) to its
 output *position* ``p``; the positions are cut into buckets of about ``BUCKET_BYTES`` of decoded rows (an
 output file is one or more consecutive buckets); each batch is reordered by bucket and appended, with a
 ``p`` column, to the unit's Arrow IPC spill file, one IPC batch per (batch, bucket) and an index of which
@@ -22,26 +22,25 @@ import threading
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
-from dsm.checksum import DEFAULT_ALGORITHM, new_hasher
 from dsm.contract import Contract, Shard
 from dsm.engine import Progress
 from dsm.errors import CheckFailed, FormatError, SchemaError
-from dsm.fingerprint import RowDigest, digest_batch
 from dsm.formats import Format, get_format
 from dsm.formats._common import describe_exception
 from dsm.formats.arrow import ArrowFormat
-from dsm.reader import iter_shard
+from dsm.hashing.checksum import HashingWriter
+from dsm.hashing.fingerprint import RowDigest, digest_batch
+from dsm.hashing.permutation import Permutation
 from dsm.rewrite.journal import Journal
-from dsm.rewrite.permutation import Permutation
 from dsm.rewrite.plan import OutputUnit, RewritePlan, ScatterUnit, SourceRange
-from dsm.shards import DescribedShard, describe_shard, shard_entry
+from dsm.shards import DescribedShard, describe_shard, iter_shard, shard_entry
 from dsm.storage import Location, redact
 
 __all__ = [
@@ -220,7 +219,7 @@ def _write_file(
     """
     digest = [RowDigest.empty()]
     with dest.atomic_writer(path) as handle:
-        sink = _HashingWriter(handle)
+        sink = HashingWriter(handle)
         writer = fmt.open_writer(sink, schema)  # type: ignore[arg-type]
         for batch in read_ahead(_digested(batches, schema, digest)):
             writer.write_batch(batch)
@@ -289,27 +288,6 @@ def copy_unit(ctx: RewriteContext, unit: OutputUnit) -> DescribedShard:
     return found
 
 
-class _HashingWriter:
-    """A write-only file that hashes what passes through it (a spill file's checksum without a re-read)."""
-
-    def __init__(self, raw: IO[bytes]) -> None:
-        self._raw = raw
-        self._hasher = new_hasher(DEFAULT_ALGORITHM)
-        self.size = 0
-
-    def write(self, data: Any) -> int:
-        self._hasher.update(data)
-        self.size += memoryview(data).nbytes
-        return self._raw.write(data)
-
-    def flush(self) -> None:
-        self._raw.flush()
-
-    @property
-    def checksum(self) -> str:
-        return f"{DEFAULT_ALGORITHM}:{self._hasher.hexdigest()}"
-
-
 def spill_schema(schema: pa.Schema) -> pa.Schema:
     return schema.append(pa.field(POSITION_FIELD, pa.uint64(), nullable=False))
 
@@ -324,7 +302,7 @@ def scatter_unit(ctx: RewriteContext, unit: ScatterUnit, permutation: Permutatio
     offset = unit.offset
     rng = SourceRange(shard=unit.shard, start=unit.start, stop=unit.stop, whole=unit.whole)
     with ctx.dest.atomic_writer(path) as handle:
-        sink = _HashingWriter(handle)
+        sink = HashingWriter(handle)
         writer = _SPILL_FORMAT.open_writer(sink, schema)  # type: ignore[arg-type]
         for batch in read_ahead(iter_range(ctx.source_loc, ctx.source_fmt, ctx.schema, rng, plan.batch_rows)):
             count = batch.num_rows

@@ -16,17 +16,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import posixpath
-import signal
-import threading
 from typing import Any
 
+from dsm._testing import unit_journaled
 from dsm.errors import ContractError
 from dsm.storage import TEMP_MARKER, Location, redact, storage_errors
 
 __all__ = [
-    "CRASH_ENV",
     "JOURNAL_DIR",
     "JOURNAL_FILE",
     "Journal",
@@ -36,24 +33,6 @@ __all__ = [
 
 JOURNAL_FILE = "_dsm_rewrite.json"
 JOURNAL_DIR = "_dsm_rewrite"
-CRASH_ENV = "DSM_TEST_CRASH_AFTER_UNITS"
-"""Test hook: a process that has journaled this many units kills itself with SIGKILL (a crash)."""
-
-_crash_lock = threading.Lock()
-_journaled_in_process = 0
-
-
-def _maybe_crash() -> None:
-    """Kill this process (SIGKILL, no clean-up) once it has journaled ``$DSM_TEST_CRASH_AFTER_UNITS``
-    units: the one place the crash test hook is read."""
-    global _journaled_in_process
-    limit = os.environ.get(CRASH_ENV)
-    if not limit:
-        return
-    with _crash_lock:
-        _journaled_in_process += 1
-        if _journaled_in_process >= int(limit):
-            os.kill(os.getpid(), signal.SIGKILL)
 
 
 def is_journal_path(path: str) -> bool:
@@ -99,7 +78,7 @@ class Journal:
         """Mark unit ``index`` of ``kind`` complete with ``data`` (atomically)."""
         payload = json.dumps({"plan": self.key, "index": index, **data}).encode()
         self.dest.write_bytes_atomic(self._record_path(kind, index), payload)
-        _maybe_crash()
+        unit_journaled()  # a test's crash point (dsm._testing)
 
     def records(self, kind: str) -> dict[int, dict[str, Any]]:
         """The completed units of ``kind`` recorded for this plan, by index."""

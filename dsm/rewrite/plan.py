@@ -6,7 +6,7 @@ what is at the destination), so the same source and parameters always give the s
 Without a shuffle, output file ``k`` holds the global rows ``[a_k, b_k)`` of the source in source order,
 read from the source shards that overlap that range (row counts come from the contract). With a shuffle,
 output file ``k`` holds the rows whose *position* under a seeded permutation of ``[0, rows)`` falls in
-``[a_k, b_k)``, in position order (see :mod:`dsm.rewrite.permutation` and :mod:`dsm.rewrite.execute`).
+``[a_k, b_k)``, in position order (see :mod:`dsm.hashing.permutation` and :mod:`dsm.rewrite.execute`).
 
 >>> layout(10, num_shards=3)
 [(0, 3), (3, 3), (6, 4)]
@@ -23,8 +23,8 @@ from typing import Any
 
 from dsm.contract import Contract
 from dsm.errors import InputError
-from dsm.fingerprint import ALGORITHM
 from dsm.formats import DEFAULT_BATCH_ROWS, Format
+from dsm.hashing.fingerprint import ALGORITHM
 from dsm.units import parse_size
 
 __all__ = [

@@ -1,4 +1,5 @@
-"""Checks of data against a contract: physical identity (size, checksum), schema, rows (fingerprint).
+"""Checks of data against a contract: physical identity (size, checksum), schema, rows (fingerprint), and
+the compatibility of one contract's schema for readers of another.
 
 Names load on first use: the byte checks run without Arrow, the row checks need it.
 """
@@ -9,6 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from dsm.validators.compatibility import FieldChange, compare_schemas
     from dsm.validators.physical import PhysicalCheck, check_physical
     from dsm.validators.rows import RowCheck, check_rows
     from dsm.validators.schema import schema_differences
@@ -19,6 +21,8 @@ _EXPORTS = {
     "RowCheck": "dsm.validators.rows",
     "check_rows": "dsm.validators.rows",
     "schema_differences": "dsm.validators.schema",
+    "FieldChange": "dsm.validators.compatibility",
+    "compare_schemas": "dsm.validators.compatibility",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from dsm.checksum import algorithm_of, file_checksum, known_algorithms
 from dsm.contract import Shard
 from dsm.errors import DatasetNotFound, DsmError, StorageError
-from dsm.object_store import server_checksum
+from dsm.hashing.checksum import algorithm_of, file_checksum, known_algorithms
+from dsm.hashing.checksum import short_checksum as _short
 from dsm.storage import Location, redact
+from dsm.storage.stores import server_checksum
 
 __all__ = ["PhysicalCheck", "check_physical"]
 
@@ -107,8 +108,3 @@ def check_physical(
             checksum=actual,
         )
     return PhysicalCheck(path=shard.path, status="ok", checksum=actual)
-
-
-def _short(checksum: str) -> str:
-    algorithm, _, digest = checksum.partition(":")
-    return f"{algorithm}:{digest[:12]}.."

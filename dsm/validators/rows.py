@@ -8,10 +8,10 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from dsm.contract import Shard
-from dsm.digest import RowDigest
 from dsm.errors import DatasetNotFound, FormatError, SchemaError, StorageError
 from dsm.formats import DEFAULT_BATCH_ROWS, Format
-from dsm.reader import digest_shard, shard_schema
+from dsm.hashing.rowdigest import RowDigest
+from dsm.shards import digest_shard, shard_schema
 from dsm.storage import Location, redact
 from dsm.validators.schema import schema_differences
 

@@ -1,0 +1,71 @@
+"""``dsm register``: parse options, call :func:`dsm.commands.register.register`, render the new contract."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from dsm.cli.options import JsonOpt, RegistryOpt, StorageOpt, WorkersOpt, storage_options
+from dsm.cli.render import console, human_bytes, print_json, progress_for
+
+__all__ = ["add_to", "register"]
+
+_EPILOG = (
+    "Examples:\n\n  dsm register data/web-text/ --name web-text\n\n"
+    "  dsm register 's3://bucket/logs/*.jsonl' --name logs --schema logs-schema.yaml --json"
+)
+
+
+def register(
+    source: Annotated[str, typer.Argument(help="Folder, glob or file of shards; any fsspec URL.")],
+    name: Annotated[str, typer.Option("--name", help="Dataset name in the registry.")],
+    format: Annotated[
+        str | None, typer.Option("--format", help="Shard format (default: from extensions).")
+    ] = None,
+    schema: Annotated[
+        str | None,
+        typer.Option("--schema", help="Schema: a dataset reference or a YAML file (contract or fields)."),
+    ] = None,
+    description: Annotated[
+        str | None, typer.Option("--description", help="One line about the dataset.")
+    ] = None,
+    owner: Annotated[list[str] | None, typer.Option("--owner", help="An owner (repeatable).")] = None,
+    key: Annotated[list[str] | None, typer.Option("--key", help="A key field (repeatable).")] = None,
+    workers: WorkersOpt = None,
+    registry: RegistryOpt = None,
+    storage_option: StorageOpt = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Scan shards and write a new version of the dataset's contract."""
+    import dsm.commands.register as register_command
+
+    contract = register_command.register(
+        source,
+        name=name,
+        format=format,
+        schema=schema,
+        registry=registry,
+        description=description,
+        owners=owner or (),
+        key=key or (),
+        workers=workers,
+        storage_options=storage_options(storage_option),
+        progress=progress_for(json_output),
+    )
+    if json_output:
+        from dsm.hashing.fingerprint_kernel import provenance
+
+        # The contract, plus how its fingerprints were computed (not part of the contract: same digests).
+        print_json({**contract.to_dict(), "provenance": provenance()})
+        return
+    fp = contract.fingerprint
+    console.print(
+        f"registered [bold]{contract.ref}[/]: {len(contract.shards)} {contract.format} shards, "
+        f"{contract.total_rows:,} rows, {human_bytes(contract.total_bytes)}"
+        + (f", fingerprint {fp.unordered[:16]}" if fp else "")
+    )
+
+
+def add_to(app: typer.Typer) -> None:
+    app.command(epilog=_EPILOG)(register)

@@ -1,0 +1,161 @@
+"""The local executor: the units of a plan on this machine, in threads or in forked processes.
+
+Threads suit work whose heavy parts release the GIL (hashing bytes, Arrow decoding and encoding, file and
+network I/O) and share in-process filesystems such as ``memory://``. Forked processes suit work that holds
+the GIL (hashing string values one by one): each unit then needs a picklable function and arguments, and
+returns picklable data (the shape every executor takes, see :mod:`dsm.engine`).
+
+>>> LocalExecutor(workers=2).run(abs, [-1, 2, -3])
+[1, 2, 3]
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Literal, TypeVar
+
+__all__ = ["MODES", "ErrorPolicy", "LocalExecutor", "Mode", "UnitFailure", "default_workers"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+ErrorPolicy = Literal["raise", "skip", "collect"]
+Mode = Literal["thread", "process"]
+MODES: tuple[Mode, ...] = ("thread", "process")
+
+
+@dataclass(frozen=True, kw_only=True)
+class UnitFailure:
+    """A unit that raised, kept under ``on_error="collect"`` or ``"skip"``."""
+
+    index: int
+    error: BaseException
+
+
+def default_workers() -> int:
+    return max(1, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LocalExecutor:
+    """Runs ``fn(unit)`` for every unit with up to ``workers`` threads (``mode="thread"``) or forked worker
+    processes (``mode="process"``); one worker, or one unit, runs in the calling thread."""
+
+    workers: int | None = None
+    mode: Mode = "thread"
+    name: str = "local"
+
+    def run(
+        self,
+        fn: Callable[[T], R],
+        units: Sequence[T],
+        *,
+        on_error: ErrorPolicy = "raise",
+        on_done: Callable[[int, R], None] | None = None,
+    ) -> list[R | UnitFailure]:
+        """Every unit's result (or :class:`UnitFailure`) in unit order.
+
+        ``on_error="raise"`` stops at the first failure (units not started are cancelled) and re-raises it;
+        ``"skip"`` and ``"collect"`` return a :class:`UnitFailure` in that unit's place. ``on_done(index,
+        result)`` is called once per unit that succeeded, as it finishes.
+        """
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        workers = max(1, min(self.workers or default_workers(), len(units) or 1))
+        if workers == 1:
+            done: list[R | UnitFailure] = []
+            for index, unit in enumerate(units):
+                value = _call(fn, unit, index, on_error, on_done)
+                done.append(value)
+            return done
+        if self.mode == "process":
+            return _in_processes(fn, units, workers, on_error, on_done)
+        return _in_threads(fn, units, workers, on_error, on_done)
+
+
+def _call(
+    fn: Callable[[T], R],
+    unit: T,
+    index: int,
+    on_error: ErrorPolicy,
+    on_done: Callable[[int, R], None] | None,
+) -> R | UnitFailure:
+    try:
+        result = fn(unit)
+    except Exception as exc:
+        if on_error == "raise":
+            raise
+        return UnitFailure(index=index, error=exc)
+    if on_done is not None:
+        on_done(index, result)
+    return result
+
+
+def _in_threads(
+    fn: Callable[[T], R],
+    units: Sequence[T],
+    workers: int,
+    on_error: ErrorPolicy,
+    on_done: Callable[[int, R], None] | None,
+) -> list[R | UnitFailure]:
+    results: list[R | UnitFailure | None] = [None] * len(units)
+    stop = threading.Event()
+
+    def task(index: int) -> None:
+        if stop.is_set():
+            return
+        try:
+            results[index] = result = fn(units[index])
+        except BaseException as exc:
+            if on_error == "raise":
+                stop.set()
+                raise
+            results[index] = UnitFailure(index=index, error=exc)
+            return
+        if on_done is not None:
+            on_done(index, result)
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dsm") as pool:
+        futures: list[Future[None]] = [pool.submit(task, i) for i in range(len(units))]
+        wait(futures, return_when=FIRST_EXCEPTION)
+        for future in futures:
+            if future.done() and future.exception() is not None:
+                for other in futures:
+                    other.cancel()
+                raise future.exception()  # type: ignore[misc]
+    return results  # type: ignore[return-value]
+
+
+def _in_processes(
+    fn: Callable[[T], R],
+    units: Sequence[T],
+    workers: int,
+    on_error: ErrorPolicy,
+    on_done: Callable[[int, R], None] | None,
+) -> list[R | UnitFailure]:
+    # fork: the workers start with this process's imports and state (no re-import per worker), and the
+    # unit's function is found by reference; results come back pickled.
+    results: list[R | UnitFailure] = []
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        futures = [pool.submit(fn, unit) for unit in units]
+        try:
+            for index, future in enumerate(futures):
+                try:
+                    result = future.result()
+                except Exception as exc:
+                    if on_error == "raise":
+                        raise
+                    results.append(UnitFailure(index=index, error=exc))
+                    continue
+                results.append(result)
+                if on_done is not None:
+                    on_done(index, result)
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+    return results

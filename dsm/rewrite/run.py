@@ -1,0 +1,369 @@
+"""Running a rewrite: prepare it (format, proof, overlap, plan, destination), execute its units with
+resume, prove the rows, and mark it published. The engine under ``dsm convert-format``, ``dsm reshard``
+and a cutover's copy; the command (:mod:`dsm.commands.rewrite`) resolves, publishes and reports.
+
+Every source shard's checksum is checked before anything is written; every output file is written under a
+temporary name (renamed when complete) while its bytes are hashed and the rows handed to the writer are
+digested (``proof: written-batches``; ``read_back`` re-reads each file instead: ``proof: read-back``); the
+dataset fingerprint must equal the source's. A killed run resumes from its journal at the destination; the
+result is byte-identical to an uninterrupted run, whatever the worker count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from dsm.contract import Contract, DatasetFingerprint, Shard
+from dsm.engine import NullProgress, Progress, map_units
+from dsm.errors import CheckFailed, DatasetNotFound, InputError, SchemaError
+from dsm.formats import Format
+from dsm.hashing.fingerprint import ALGORITHM
+from dsm.hashing.permutation import Permutation
+from dsm.rewrite.execute import (
+    RewriteContext,
+    bucket_pieces,
+    copy_unit,
+    digest_of,
+    gather_unit,
+    scatter_unit,
+    source_format,
+)
+from dsm.rewrite.journal import Journal, is_journal_path, remove_temporaries
+from dsm.rewrite.plan import RewritePlan, plan_rewrite
+from dsm.rewrite.spec import RewriteSpec, estimate_rows_per_shard, locations_overlap
+from dsm.shards import DescribedShard, contract_location, dataset_fingerprint
+from dsm.storage import Location, location, redact
+from dsm.units import parse_size
+from dsm.validators import check_physical
+
+__all__ = [
+    "PROOF_READ_BACK",
+    "PROOF_WRITTEN",
+    "PreparedRewrite",
+    "RewriteOutcome",
+    "execute_rewrite",
+    "finish_rewrite",
+    "prepare_rewrite",
+]
+
+PROOF_WRITTEN = "written-batches"
+"""Default proof: a file's checksum from its bytes as written, its rows' digest from the batches written."""
+PROOF_READ_BACK = "read-back"
+"""``read_back=True``: each written file is read again as a reader will and its checksum and rows taken."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PreparedRewrite:
+    """A rewrite checked and planned, before anything is read or written: its source and destination, the
+    formats, the plan (whose ``key`` a resumed run must match), the lineage ``parameters`` of the version it
+    will publish, and what the destination already holds of it (``header``: this plan's journal header)."""
+
+    source: Contract
+    spec: RewriteSpec
+    plan: RewritePlan
+    source_loc: Location
+    dest: Location
+    source_fmt: Format
+    out_fmt: Format
+    schema: pa.Schema
+    parameters: Mapping[str, Any]
+    read_back: bool
+    header: Mapping[str, Any] | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def dest_url(self) -> str:
+        """The location the new contract records (credentials never included)."""
+        return contract_location(self.dest)
+
+    @property
+    def published(self) -> str | None:
+        """The version this same plan published before (a run killed after publishing), if the journal
+        says so."""
+        value = self.header.get("published") if self.header is not None else None
+        return str(value) if value else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RewriteOutcome:
+    """What executing a rewrite wrote and proved: the new shards, their fingerprint (equal to the source's),
+    and how many units were written now or kept from an interrupted run."""
+
+    shards: tuple[Shard, ...]
+    fingerprint: DatasetFingerprint
+    units_written: int
+    units_resumed: int
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def prepare_rewrite(
+    source: Contract,
+    dest: str,
+    spec: RewriteSpec,
+    *,
+    overwrite: bool = False,
+    read_back: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
+) -> PreparedRewrite:
+    """Check ``spec`` against ``source`` and the destination, and plan the output files.
+
+    Refuses (nothing written) a target format that cannot hold the schema (SchemaError), a source without a
+    row fingerprint to prove against, a destination that overlaps the source or holds something else
+    (unless ``overwrite``; a published version never).
+    """
+    to = spec.format or source.format
+    parameters: dict[str, Any] = spec.lineage_parameters()
+    parameters["to"] = to
+    src_fmt = source_format(source)
+    out_fmt = spec.target_format(source)
+    schema = source.schema.to_arrow()
+    problems = out_fmt.unsupported(schema)
+    if problems:
+        raise SchemaError(
+            f"format {to} cannot hold the schema of {source.ref}: {'; '.join(problems)}; nothing was written"
+        )
+    expected = source.fingerprint
+    if expected is None or expected.algorithm != ALGORITHM:
+        raise InputError(
+            f"{source.ref} has no {ALGORITHM} row fingerprint to prove the rewrite against; re-register it"
+        )
+    src_loc = location(source.location, storage_options)
+    dest_loc = location(dest, storage_options)
+    if locations_overlap(src_loc, dest_loc):
+        raise InputError(
+            f"destination {redact(dest)} overlaps the location of {source.ref} ({redact(source.location)}); "
+            "write to a folder of its own"
+        )
+    rows_per_shard = spec.rows_per_shard
+    if spec.shard_size is not None:
+        target = parse_size(spec.shard_size, what="--shard-size")
+        rows_per_shard = estimate_rows_per_shard(source, src_loc, src_fmt, out_fmt, schema, target)
+        parameters["planned_rows_per_shard"] = rows_per_shard
+    parameters["format_options"] = out_fmt.options()
+    plan = plan_rewrite(
+        source,
+        out_fmt,
+        operation=spec.operation,
+        parameters=parameters,
+        num_shards=spec.num_shards,
+        rows_per_shard=rows_per_shard,
+        shuffle=spec.shuffle,
+        seed=spec.seed,
+        splittable_source=type(src_fmt).fragment_count is not Format.fragment_count,
+    )
+    # How the output was proven; recorded in the lineage, not in the plan (it changes no output byte).
+    parameters["proof"] = PROOF_READ_BACK if read_back else PROOF_WRITTEN
+    header, notes = _prepare_destination(dest_loc, plan, overwrite)
+    return PreparedRewrite(
+        source=source,
+        spec=spec,
+        plan=plan,
+        source_loc=src_loc,
+        dest=dest_loc,
+        source_fmt=src_fmt,
+        out_fmt=out_fmt,
+        schema=schema,
+        parameters=parameters,
+        read_back=read_back,
+        header=header,
+        notes=tuple(notes),
+    )
+
+
+def execute_rewrite(
+    job: PreparedRewrite, *, workers: int | None = None, progress: Progress | None = None
+) -> RewriteOutcome:
+    """Check the source shards, write (or resume) every output file, and prove the rows: CheckFailed, with
+    nothing registered, when a source shard fails its checksum or the rows differ from the source's."""
+    source, plan = job.source, job.plan
+    progress = progress or NullProgress()
+    progress.start(
+        total_bytes=source.total_bytes * (3 if job.spec.shuffle else 2),
+        total_units=len(plan.units),
+        description=f"{job.spec.operation} {source.ref}",
+    )
+    try:
+        notes = _check_sources(source, job.source_loc, workers, progress)
+        journal = Journal(job.dest, plan.key)
+        journal.write_header(
+            {"operation": job.spec.operation, "source": source.ref, "outputs": plan.paths, "published": None}
+        )
+        remove_temporaries(job.dest, set(plan.paths))
+        ctx = RewriteContext(
+            source=source,
+            source_loc=job.source_loc,
+            source_fmt=job.source_fmt,
+            dest=job.dest,
+            out_fmt=job.out_fmt,
+            schema=job.schema,
+            plan=plan,
+            journal=journal,
+            progress=progress,
+            read_back=job.read_back,
+        )
+        results, resumed = _run(ctx, workers, resume=job.header is not None)
+    finally:
+        progress.finish()
+    total = dataset_fingerprint(r.digest for r in results)
+    expected = source.fingerprint
+    if expected is None:  # prepare_rewrite refuses such a source; a job made by hand may not have
+        raise InputError(f"{source.ref} has no {ALGORITHM} row fingerprint to prove the rewrite against")
+    match = total.rows == expected.rows and total.unordered == expected.unordered
+    if not job.spec.shuffle:
+        match = match and total.ordered == expected.ordered
+    if not match:
+        raise CheckFailed(
+            f"the rows written to {redact(job.dest.url)} do not match {source.ref}: fingerprint "
+            f"{total.unordered[:16]}../{total.ordered[:16]}.. ({total.rows} rows), expected "
+            f"{expected.unordered[:16]}../{expected.ordered[:16]}.. ({expected.rows} rows); "
+            "nothing was registered"
+        )
+    return RewriteOutcome(
+        shards=tuple(r.shard for r in results),
+        fingerprint=total,
+        units_written=len(plan.units) - resumed,
+        units_resumed=resumed,
+        notes=tuple(notes),
+    )
+
+
+def finish_rewrite(job: PreparedRewrite, published: str) -> None:
+    """Record at the destination that the plan is published as ``published`` and drop its unit records."""
+    journal = Journal(job.dest, job.plan.key)
+    journal.write_header(
+        {
+            "operation": job.spec.operation,
+            "source": job.source.ref,
+            "outputs": job.plan.paths,
+            "published": published,
+        }
+    )
+    journal.clear_units()
+
+
+def _check_sources(source: Contract, loc: Location, workers: int | None, progress: Progress) -> list[str]:
+    """Check every source shard's size and checksum before anything is written; CheckFailed names the
+    shards that fail. Returns notes (shards that could not be verified)."""
+
+    def unit(shard: Shard) -> Any:
+        try:
+            size: int | None = loc.size(shard.path)
+        except DatasetNotFound:
+            size = None
+        return check_physical(loc, shard, actual_size=size, on_bytes=progress.advance)
+
+    checks = map_units(unit, source.shards, workers=workers)
+    bad = [c for c in checks if c.status not in ("ok", "unverified")]
+    if bad:
+        shown = "; ".join(f"shard {c.path}: {c.status}: {c.detail}" for c in bad[:5])
+        more = f" (and {len(bad) - 5} more)" if len(bad) > 5 else ""
+        raise CheckFailed(f"source {source.ref} failed its checks, nothing was written: {shown}{more}")
+    return [f"source shard {c.path} was not verified: {c.detail}" for c in checks if c.status == "unverified"]
+
+
+def _prepare_destination(
+    dest: Location, plan: RewritePlan, overwrite: bool
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """Refuse a destination that holds something else (unless ``overwrite``); clear a previous rewrite's
+    files when overwriting it. Returns the journal header of this same plan (to resume) and notes."""
+    header = Journal.read_header(dest)
+    files = [f.path for f in dest.list_files()]
+    planned = set(plan.paths)
+    notes: list[str] = []
+    same_plan = header is not None and header.get("plan") == plan.key
+    if header is not None and not same_plan:
+        what = f"the output of another rewrite ({header.get('operation')} of {header.get('source')})"
+        if header.get("published"):
+            raise InputError(
+                f"{redact(dest.url)} holds {header['published']}, a published dataset version ({what}); "
+                "it is never overwritten: choose another destination"
+            )
+        if not overwrite:
+            raise InputError(
+                f"{redact(dest.url)} holds {what}; pass --overwrite to replace it, "
+                "or choose another destination"
+            )
+        previous = set(header.get("outputs") or [])
+        for path in files:
+            if path in previous:
+                dest.remove(path)
+        Journal(dest, str(header.get("plan"))).clear_units()
+        files = [f.path for f in dest.list_files()]
+        header = None
+        notes.append("the files of an unfinished previous rewrite at the destination were replaced")
+    mine = planned if same_plan else set()
+    foreign = sorted(p for p in files if not is_journal_path(p) and p not in mine)
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (f" (and {len(foreign) - 3} more)" if len(foreign) > 3 else "")
+        if not overwrite:
+            raise InputError(
+                f"{redact(dest.url)} is not empty: it holds files dsm did not write ({shown}); choose an "
+                "empty destination, or pass --overwrite to write beside them (they are never deleted)"
+            )
+        clobbered = sorted(set(foreign) & planned)
+        notes.append(
+            f"{len(foreign)} file(s) dsm did not write are at the destination and were kept: {shown}"
+        )
+        if clobbered:
+            notes.append(f"{len(clobbered)} of them had an output's name and were overwritten")
+    return (header if same_plan else None), notes
+
+
+def _kept(
+    ctx: RewriteContext,
+    kind: str,
+    records: Mapping[int, dict[str, Any]],
+    paths: Mapping[int, str],
+    workers: int | None,
+) -> dict[int, dict[str, Any]]:
+    """The journaled units whose file is still there with the recorded size and checksum."""
+    candidates = [(i, r) for i, r in sorted(records.items()) if i in paths and r.get("path") == paths[i]]
+
+    def still_good(item: tuple[int, dict[str, Any]]) -> bool:
+        _, record = item
+        shard = Shard(path=record["path"], bytes=int(record["bytes"]), checksum=record.get("checksum"))
+        try:
+            size: int | None = ctx.dest.size(shard.path)
+        except DatasetNotFound:
+            size = None
+        return check_physical(ctx.dest, shard, actual_size=size).status == "ok"
+
+    good = map_units(still_good, candidates, workers=workers)
+    return {i: r for (i, r), ok in zip(candidates, good, strict=True) if ok}
+
+
+def _run(ctx: RewriteContext, workers: int | None, *, resume: bool) -> tuple[list[DescribedShard], int]:
+    plan, journal = ctx.plan, ctx.journal
+    if not resume:
+        journal.clear_units()
+    unit_paths = {u.index: u.path for u in plan.units}
+    kept_records = _kept(ctx, "unit", journal.records("unit"), unit_paths, workers) if resume else {}
+    kept: dict[int, DescribedShard] = {}
+    for index, record in kept_records.items():
+        shard = Shard.from_dict(
+            {
+                k: record[k]
+                for k in ("path", "bytes", "rows", "checksum", "fingerprint", "ordered_fingerprint")
+            }
+        )
+        kept[index] = DescribedShard(shard=shard, digest=digest_of(shard))
+    todo = [u for u in plan.units if u.index not in kept]
+    if todo and plan.shuffle:
+        spill_paths = {s.index: journal.data_path("scatter", s.index, ".arrow") for s in plan.scatter}
+        spilled = _kept(ctx, "scatter", journal.records("scatter"), spill_paths, workers) if resume else {}
+        missing = [s for s in plan.scatter if s.index not in spilled]
+        permutation = Permutation(plan.total_rows, plan.seed or 0)
+        records = map_units(lambda s: scatter_unit(ctx, s, permutation), missing, workers=workers)
+        spilled.update({s.index: r for s, r in zip(missing, records, strict=True)})
+        ctx.bucket_pieces = bucket_pieces(spilled)
+        ctx.spill_paths = spill_paths
+        done = map_units(lambda u: gather_unit(ctx, u), todo, workers=workers)
+    else:
+        done = map_units(lambda u: copy_unit(ctx, u), todo, workers=workers)
+    for unit, found in zip(todo, done, strict=True):
+        kept[unit.index] = found
+    return [kept[u.index] for u in plan.units], len(plan.units) - len(todo)
