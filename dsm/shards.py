@@ -19,6 +19,7 @@ describe it, the rewrite to copy it, ``dsm bench`` to time it and ``dsm.open`` t
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
@@ -35,11 +36,15 @@ from dsm.storage import Location, public_url, redact, storage_errors
 from dsm.storage.stores import server_checksum
 
 __all__ = [
+    "BATCH_BYTES",
+    "DECODED_BYTES_PER_STORED_BYTE",
     "DescribedShard",
     "MeasuredObject",
     "ShardDigest",
+    "batch_rows_for",
     "contract_location",
     "dataset_fingerprint",
+    "decoded_bytes_per_row",
     "describe_shard",
     "digest_shard",
     "fragment_count",
@@ -50,6 +55,31 @@ __all__ = [
     "shard_entry",
     "shard_schema",
 ]
+
+
+DECODED_BYTES_PER_STORED_BYTE = 3
+"""Assumed size of decoded (Arrow) rows per byte of stored shard, to size batches and shuffle buckets."""
+BATCH_BYTES = 8 << 20
+"""Decoded bytes per record batch a whole read aims for: memory stays flat whatever the row size."""
+
+
+def decoded_bytes_per_row(stored_bytes: int, rows: int) -> int:
+    """An estimate of one row's decoded size, for ``rows`` rows stored in ``stored_bytes`` (deterministic).
+
+    >>> decoded_bytes_per_row(1000, 10)
+    300
+    """
+    return max(1, math.ceil(stored_bytes * DECODED_BYTES_PER_STORED_BYTE / rows)) if rows > 0 else 1
+
+
+def batch_rows_for(row_bytes: int) -> int:
+    """Rows per record batch so that a batch of rows of ``row_bytes`` decoded bytes holds about
+    :data:`BATCH_BYTES` (between 64 and ``DEFAULT_BATCH_ROWS``).
+
+    >>> batch_rows_for(3000), batch_rows_for(30)
+    (2796, 65536)
+    """
+    return max(64, min(DEFAULT_BATCH_ROWS, BATCH_BYTES // row_bytes))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -258,20 +288,36 @@ def describe_shard(
     *,
     size: int | None = None,
     on_bytes: Callable[[int], None] | None = None,
-    batch_rows: int = DEFAULT_BATCH_ROWS,
+    batch_rows: int | None = None,
 ) -> DescribedShard:
     """Read the shard at ``path`` as it is on storage: checksum its bytes, decode its rows under ``schema``.
 
     ``size`` is the listed size when the caller has it (else it is asked from storage); ``batch_rows``
-    bounds the rows decoded at once. Decoding failures
+    bounds the rows decoded at once (None: from the size and the rows a self-describing format's metadata
+    declares, :func:`batch_rows_for`). Decoding failures
     raise :class:`dsm.errors.FormatError` or :class:`dsm.errors.SchemaError` naming the shard.
     """
     # The bytes' checksum, plus the object store's full-object checksum where it can be trusted.
     measured = measure_object(loc, path, algorithm=DEFAULT_ALGORITHM, on_bytes=on_bytes)
-    found = digest_shard(loc, path, fmt, schema=schema, batch_rows=batch_rows)
     size = loc.size(path) if size is None else size
+    if batch_rows is None:
+        batch_rows = _batch_rows_of(loc, path, fmt, size)
+    found = digest_shard(loc, path, fmt, schema=schema, batch_rows=batch_rows)
     entry = shard_entry(path, size, measured.checksum, found.digest, server_checksum=measured.server_checksum)
     return DescribedShard(shard=entry, digest=found.digest)
+
+
+def _batch_rows_of(loc: Location, path: str, fmt: Format, size: int) -> int:
+    """Rows per batch for one shard: by its size and declared rows where the format's metadata says (a
+    Parquet or Arrow footer, read without decoding), else the default."""
+    if not fmt.self_describing:
+        return DEFAULT_BATCH_ROWS
+    with open_shard(loc, path) as handle:
+        try:
+            rows = fmt.count_rows(handle, shard=path)
+        except (pa.ArrowException, ValueError, OSError):
+            return DEFAULT_BATCH_ROWS  # the decode that follows names what is wrong with the file
+    return batch_rows_for(decoded_bytes_per_row(size, rows))
 
 
 def dataset_fingerprint(digests: Iterable[RowDigest]) -> DatasetFingerprint:

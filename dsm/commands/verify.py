@@ -196,9 +196,6 @@ def _storage_notes(
     return notes
 
 
-_CHECK_BATCH_BYTES = 16 << 20
-
-
 def _check_rows_of(
     contract: Contract, loc: Location, indices: list[int], workers: int | None, progress: Progress
 ) -> list[RowCheck]:
@@ -211,12 +208,12 @@ def _check_rows_of(
     and the format layer load only here and in :func:`_check_job`: a bytes-only verify starts in a
     fraction of the time.
     """
-    from dsm.formats import DEFAULT_BATCH_ROWS
     from dsm.rewrite.plan import decoded_row_bytes
+    from dsm.shards import batch_rows_for
 
     options = dict(loc.options)
-    # Batches of about _CHECK_BATCH_BYTES decoded: wide rows (long texts, images) keep memory flat.
-    batch_rows = max(64, min(DEFAULT_BATCH_ROWS, _CHECK_BATCH_BYTES // decoded_row_bytes(contract)))
+    # Batches of a few MiB decoded, as the rewrite reads: wide rows (long texts, images) keep memory flat.
+    batch_rows = batch_rows_for(decoded_row_bytes(contract))
     jobs = [
         _RowJob(
             url=contract.location,
