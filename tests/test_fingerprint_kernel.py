@@ -231,7 +231,9 @@ def test_malformed_buffers_raise_instead_of_reading_outside_them() -> None:
     view = np.zeros(4, dtype=np.int32)
     view[0], view[2], view[3] = 20, 5, 0  # a 20-byte value in data buffer 5, which does not exist
     with pytest.raises(ValueError, match="outside its data buffer"):
-        _rowhash.hash_binary_views(view, [b"x" * 40], 0, 1, 7, out)
+        _rowhash.hash_binary_views(view, [b"x" * 40], None, 0, 1, 7, out)
+    # The same view under a null slot is never read.
+    _rowhash.hash_binary_views(view, [b"x" * 40], b"\x00", 0, 1, 7, out)
     with pytest.raises(ValueError, match="outside the child values"):
         _rowhash.hash_lists(np.array([0, 5], dtype=np.int64), 0, 1, 8, np.zeros(3, np.uint64), 13, True, out)
     with pytest.raises(ValueError, match="smaller than count"):

@@ -157,20 +157,29 @@ done:
     return result;
 }
 
-/* hash_binary_views(views, data_buffers, start, count, seed, out): XXH3-64 of each value of a
+/* hash_binary_views(views, data_buffers, validity, start, count, seed, out): XXH3-64 of each value of a
  * string_view/binary_view array. A view is 16 bytes: int32 length, then either the value inline (length
- * up to 12) or a 4-byte prefix, the int32 index of a data buffer and the int32 offset in it. */
+ * up to 12) or a 4-byte prefix, the int32 index of a data buffer and the int32 offset in it. The views of
+ * null slots (``validity`` a bitmap, or None when there are none) are not read: they may hold anything. */
 static PyObject *hash_binary_views(PyObject *self, PyObject *args) {
-    Py_buffer views, out;
-    PyObject *buffer_list;
+    Py_buffer views, out, validity = {0};
+    PyObject *buffer_list, *validity_object;
     Py_ssize_t start, count;
     unsigned long long seed;
-    if (!PyArg_ParseTuple(args, "y*OnnKw*", &views, &buffer_list, &start, &count, &seed, &out)) return NULL;
+    if (!PyArg_ParseTuple(args, "y*OOnnKw*", &views, &buffer_list, &validity_object, &start, &count, &seed, &out))
+        return NULL;
     PyObject *result = NULL;
     PyObject *seq = NULL;
     Py_buffer *buffers = NULL;
     Py_ssize_t held = 0;
     if (check_slots(start, count, &out) < 0) goto done;
+    if (validity_object != Py_None) {
+        if (PyObject_GetBuffer(validity_object, &validity, PyBUF_SIMPLE) < 0) goto done;
+        if (validity.len * 8 < start + count) {
+            PyErr_SetString(PyExc_ValueError, "validity bitmap is shorter than its slots");
+            goto done;
+        }
+    }
     if (views.len < (start + count) * 16) {
         PyErr_SetString(PyExc_ValueError, "views buffer is shorter than count views");
         goto done;
@@ -191,9 +200,15 @@ static PyObject *hash_binary_views(PyObject *self, PyObject *args) {
     seeded_hash h;
     seeded_init(&h, seed);
     const unsigned char *view = (const unsigned char *)views.buf + start * 16;
+    const unsigned char *bits = (const unsigned char *)validity.buf;
     uint64_t *dst = (uint64_t *)out.buf;
     for (Py_ssize_t i = 0; i < count; i++, view += 16) {
         int32_t length, index, offset;
+        Py_ssize_t bit = start + i;
+        if (bits != NULL && !((bits[bit >> 3] >> (bit & 7)) & 1)) {
+            dst[i] = 0; /* a null slot: its hash is replaced by the caller */
+            continue;
+        }
         memcpy(&length, view, 4);
         if (length < 0) {
             bad = i;
@@ -221,6 +236,7 @@ done:
     for (Py_ssize_t k = 0; k < held; k++) PyBuffer_Release(&buffers[k]);
     PyMem_Free(buffers);
     Py_XDECREF(seq);
+    if (validity.obj != NULL) PyBuffer_Release(&validity);
     PyBuffer_Release(&views);
     PyBuffer_Release(&out);
     return result;

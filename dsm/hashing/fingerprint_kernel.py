@@ -127,7 +127,8 @@ def hash_binary_values(arr: pa.Array, seed: int) -> np.ndarray:
     kind = arr.type
     buffers = arr.buffers()
     if pa.types.is_string_view(kind) or pa.types.is_binary_view(kind):
-        kernel.hash_binary_views(buffers[1], buffers[2:], arr.offset, len(arr), seed, out)
+        validity = buffers[0] if arr.null_count else None
+        kernel.hash_binary_views(buffers[1], buffers[2:], validity, arr.offset, len(arr), seed, out)
     elif pa.types.is_fixed_size_binary(kind):
         width = kind.byte_width
         kernel.hash_fixed_binary(_or_empty(buffers[1]), arr.offset, len(arr), width, seed, out)
