@@ -46,7 +46,6 @@ ROOT = Path(__file__).resolve().parent.parent
 DSM = str(ROOT / ".venv" / "bin" / "dsm")
 PYTHON = sys.executable
 SHARD_BYTES = 128 << 20
-ROW_GROUP_ROWS = 16_384
 _WORDS = 6000
 
 
@@ -83,8 +82,15 @@ SHAPES = {
 }
 
 
-def make_corpus(folder: Path, target_bytes: int, shape: Shape, seed: int = 1) -> None:
-    """Parquet shards until ``target_bytes`` are written: ~128 MB each (or ``file_rows`` rows each)."""
+def make_corpus(
+    folder: Path,
+    target_bytes: int,
+    shape: Shape = SHAPES["text"],
+    seed: int = 1,
+    text_bytes: tuple[int, int] = (1024, 4096),
+) -> None:
+    """Parquet shards until ``target_bytes`` are written: ~128 MB each (or ``file_rows`` rows each); each text
+    is ``text_bytes`` long (inclusive range)."""
     folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     pool = b"" if shape.numeric else _pool(rng, 64 << 20)
@@ -98,7 +104,11 @@ def make_corpus(folder: Path, target_bytes: int, shape: Shape, seed: int = 1) ->
                 if shape.file_rows is not None and rows_in_file >= shape.file_rows:
                     break
                 n = shape.row_group_rows
-                table = _numeric_rows(rng, next_id, n) if shape.numeric else _rows(rng, pool, next_id, n)
+                table = (
+                    _numeric_rows(rng, next_id, n)
+                    if shape.numeric
+                    else _rows(rng, pool, next_id, n, text_bytes)
+                )
                 writer.write_table(table, row_group_size=n)
                 next_id += n
                 rows_in_file += n
@@ -145,9 +155,11 @@ def _schema() -> pa.Schema:
     )
 
 
-def _rows(rng: np.random.Generator, pool: bytes, first_id: int, n: int) -> pa.Table:
-    lengths = rng.integers(1024, 4097, n)
-    starts = rng.integers(0, len(pool) - 4097, n)
+def _rows(
+    rng: np.random.Generator, pool: bytes, first_id: int, n: int, text_bytes: tuple[int, int] = (1024, 4096)
+) -> pa.Table:
+    lengths = rng.integers(text_bytes[0], text_bytes[1] + 1, n)
+    starts = rng.integers(0, len(pool) - text_bytes[1] - 1, n)
     text = [pool[s : s + k].decode("ascii") for s, k in zip(starts.tolist(), lengths.tolist(), strict=True)]
     hosts = rng.integers(0, 50_000, n)
     urls = [f"https://site{h}.example.com/page/{first_id + i}" for i, h in enumerate(hosts.tolist())]

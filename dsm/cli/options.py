@@ -17,12 +17,15 @@ import typer
 from dsm.errors import InputError
 
 __all__ = [
+    "CacheDirOpt",
+    "ColumnsOpt",
     "CompressionOpt",
     "DestinationOpt",
     "FormatOptionOpt",
     "JsonOpt",
     "LevelOpt",
     "NumShardsOpt",
+    "ReasonOpt",
     "RefArg",
     "RegistryOpt",
     "RowGroupOpt",
@@ -32,6 +35,7 @@ __all__ = [
     "ShuffleOpt",
     "StorageOpt",
     "TargetFormatOpt",
+    "UnmaskOpt",
     "WorkersOpt",
     "deprecated_format_spelling",
     "key_value_options",
@@ -60,6 +64,32 @@ StorageOpt = Annotated[
 ]
 WorkersOpt = Annotated[
     int | None, typer.Option("--workers", min=1, help="Parallel workers (default: the cores).")
+]
+
+# --- looking at rows (head, sample, find, episodes, diff --rows) ----------------------------------------
+
+ColumnsOpt = Annotated[
+    str | None, typer.Option("--columns", help="Only these fields, comma-separated: id,text.")
+]
+UnmaskOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--unmask",
+        help="Show this classified field's values (repeatable). Each unmasking is recorded in the registry's "
+        "audit log: who, when, which dataset and field (`dsm audit NAME`).",
+    ),
+]
+ReasonOpt = Annotated[
+    str | None, typer.Option("--reason", help="Why the fields are unmasked (kept in the audit record).")
+]
+CacheDirOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--cache-dir",
+        envvar="DSM_CACHE_DIR",
+        help="Where row indexes of JSONL, CSV and WebDataset shards are kept (default: DSM_CACHE_DIR, else "
+        "the user's cache directory).",
+    ),
 ]
 
 # --- what a rewrite writes (convert-format, reshard, cutover plan/start) --------------------------------
