@@ -279,13 +279,13 @@ def test_register_decodes_wide_rows_in_batches_of_a_few_mib(
     with open(folder / "part-1.jsonl", "w") as handle:
         handle.writelines(json.dumps({"id": i, "text": "x" * 8000}) + "\n" for i in range(rows))
     seen: dict[str, int] = {}
-    real = shards.digest_shard
+    real = shards.digest_open_shard
 
-    def spy(loc, path, fmt, *, schema, batch_rows, **kwargs):  # type: ignore[no-untyped-def]
+    def spy(handle, loc, path, fmt, *, schema, batch_rows, **kwargs):  # type: ignore[no-untyped-def]
         seen[path] = batch_rows
-        return real(loc, path, fmt, schema=schema, batch_rows=batch_rows, **kwargs)
+        return real(handle, loc, path, fmt, schema=schema, batch_rows=batch_rows, **kwargs)
 
-    monkeypatch.setattr(shards, "digest_shard", spy)
+    monkeypatch.setattr(shards, "digest_open_shard", spy)
     registry = str(tmp_path / "registry")
     contract = dsm.register(str(folder / "part-0.parquet"), name="wide", registry=registry)
     size = (folder / "part-0.parquet").stat().st_size

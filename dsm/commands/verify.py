@@ -5,7 +5,7 @@ from __future__ import annotations
 import fnmatch
 import posixpath
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +18,7 @@ from dsm.hashing.rowdigest import RowDigest
 from dsm.registry import Registry, resolve
 from dsm.storage import Location, location
 from dsm.storage.stores import RequestStats, request_stats
-from dsm.validators.physical import check_physical
+from dsm.validators.physical import PhysicalCheck, check_physical
 
 if TYPE_CHECKING:
     from dsm.validators.rows import RowCheck
@@ -127,7 +127,7 @@ def verify(
     listed = {f.path: f.size for f in loc.list_files()}
     progress = progress or NullProgress()
     progress.start(
-        total_bytes=contract.total_bytes * (2 if deep else 1),
+        total_bytes=contract.total_bytes,
         total_units=len(contract.shards),
         description=f"verify {contract.ref}",
     )
@@ -141,17 +141,29 @@ def verify(
         )
 
     try:
-        physical = map_units(physical_unit, contract.shards, workers=workers or loc.io_workers)
-        digests: list[RowDigest | None] = [None] * len(physical)
+        digests: list[RowDigest | None] = [None] * len(contract.shards)
         if deep:
-            to_decode = [i for i, r in enumerate(physical) if r.status == "ok"]
-            for i, rows in zip(
-                to_decode, _check_rows_of(contract, loc, to_decode, workers, progress), strict=True
-            ):
-                physical[i] = ShardReport(
-                    path=rows.path, status=rows.status, detail=rows.detail, verified_by="bytes+rows"
+            # One read per shard: bytes and rows are checked from the same read.
+            physical = []
+            for i, (bytes_check, rows) in enumerate(_check_deep(contract, loc, listed, workers, progress)):
+                if rows is None:
+                    physical.append(
+                        ShardReport(
+                            path=bytes_check.path,
+                            status=bytes_check.status,
+                            detail=bytes_check.detail,
+                            verified_by=bytes_check.verified_by,
+                        )
+                    )
+                    continue
+                physical.append(
+                    ShardReport(
+                        path=rows.path, status=rows.status, detail=rows.detail, verified_by="bytes+rows"
+                    )
                 )
                 digests[i] = rows.digest
+        else:
+            physical = map_units(physical_unit, contract.shards, workers=workers or loc.io_workers)
     finally:
         progress.finish()
     results = list(zip(physical, digests, strict=True))
@@ -196,10 +208,11 @@ def _storage_notes(
     return notes
 
 
-def _check_rows_of(
-    contract: Contract, loc: Location, indices: list[int], workers: int | None, progress: Progress
-) -> list[RowCheck]:
-    """Decode the shards at ``indices`` and check their rows, in shard order.
+def _check_deep(
+    contract: Contract, loc: Location, listed: Mapping[str, int], workers: int | None, progress: Progress
+) -> list[tuple[PhysicalCheck, RowCheck | None]]:
+    """Check every shard's bytes and rows from one read each (:func:`~dsm.validators.rows.check_shard`),
+    in shard order.
 
     Threads, where the compiled fingerprint kernel hashes with the GIL released (decoding releases it
     too). The pure-Python path holds the GIL for every string value, so there, on local disk, the shards
@@ -218,19 +231,20 @@ def _check_rows_of(
         _RowJob(
             url=contract.location,
             options=options,
-            shard=contract.shards[i],
+            shard=shard,
+            actual_size=listed.get(shard.path),
             contract=contract,
             batch_rows=batch_rows,
         )
-        for i in indices
+        for shard in contract.shards
     ]
 
-    def done(index: int, _: RowCheck) -> None:
+    def done(index: int, _: object) -> None:
         progress.advance(jobs[index].shard.bytes)
 
     if loc.is_local and not fingerprint_kernel.enabled():
         return map_units(_check_job, jobs, workers=workers or default_workers(), mode="process", on_done=done)
-    return map_units(_check_job, jobs, workers=workers or loc.io_workers, on_done=done)
+    return map_units(lambda job: _check_job(job, progress.advance), jobs, workers=workers or loc.io_workers)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -238,17 +252,28 @@ class _RowJob:
     url: str
     options: Mapping[str, Any]
     shard: Shard
+    actual_size: int | None
     contract: Contract
     batch_rows: int
 
 
-def _check_job(job: _RowJob) -> RowCheck:
+def _check_job(
+    job: _RowJob, on_bytes: Callable[[int], None] | None = None
+) -> tuple[PhysicalCheck, RowCheck | None]:
     from dsm.formats import get_format
-    from dsm.validators.rows import check_rows
+    from dsm.validators.rows import check_shard
 
     loc = location(job.url, job.options)
     schema = job.contract.schema.to_arrow()
-    return check_rows(loc, job.shard, get_format(job.contract.format), schema, batch_rows=job.batch_rows)
+    return check_shard(
+        loc,
+        job.shard,
+        get_format(job.contract.format),
+        schema,
+        actual_size=job.actual_size,
+        batch_rows=job.batch_rows,
+        on_bytes=on_bytes,
+    )
 
 
 def _dataset_fingerprint(
