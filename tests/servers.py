@@ -119,10 +119,10 @@ class MotoServer:
         return {"endpoint_url": self.endpoint_url, "key": S3_KEY, "secret": S3_SECRET}
 
     @contextlib.contextmanager
-    def get_bytes(self) -> Iterator[dict[str, int]]:
+    def get_bytes(self, prefix: str = "") -> Iterator[dict[str, int]]:
         """Count, by ``bucket/key``, the object bytes the server was asked for by GET requests inside the
-        block (its request recorder: each GET's Range, or the whole object without one). The dict is
-        filled when the block ends."""
+        block, for the keys that start with ``prefix`` (its request recorder: each GET's Range, or the
+        whole object without one). The dict is filled when the block ends."""
         counts: dict[str, int] = {}
         api = f"{self.endpoint_url}/moto-api/recorder"
         urllib.request.urlopen(urllib.request.Request(f"{api}/reset-recording", method="POST")).close()
@@ -137,7 +137,7 @@ class MotoServer:
         for entry in entries:
             url = urllib.parse.urlsplit(entry["url"])
             bucket, _, key = urllib.parse.unquote(url.path).lstrip("/").partition("/")
-            if entry["method"] != "GET" or not key or url.query:
+            if entry["method"] != "GET" or not key or url.query or not f"{bucket}/{key}".startswith(prefix):
                 continue  # listings and other bucket requests carry no object bytes
             size = int(client.head_object(Bucket=bucket, Key=key)["ContentLength"])
             wanted = {k.lower(): v for k, v in entry["headers"].items()}.get("range")

@@ -92,6 +92,31 @@ def test_register_and_deep_verify_get_each_byte_once(
         assert shard.checksum == file_checksum(io.BytesIO(body))
 
 
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_rewrite_checks_each_source_from_the_read_that_copies_it(
+    moto_server: MotoServer, tmp_path: Path, shuffle: bool
+) -> None:
+    """Reshard into one file (its unit reads every source whole), in order and shuffled (pass 1 reads each
+    source whole), GETs each source byte once: the source checksums come from the copying read, not from a
+    read of their own before it."""
+    bucket = f"one-read-rewrite-{int(shuffle)}"
+    sizes = _upload(moto_server, bucket, "parquet")
+    options = moto_server.options()
+    registry = str(tmp_path / "registry")
+    dsm.register(f"s3://{bucket}/data", name="src", registry=registry, storage_options=options)
+    with moto_server.get_bytes(prefix=f"{bucket}/data/") as read:
+        dsm.reshard(
+            "src",
+            f"s3://{bucket}/out",
+            num_shards=1,
+            shuffle=shuffle,
+            seed=3 if shuffle else None,
+            registry=registry,
+            storage_options=options,
+        )
+    assert read == sizes
+
+
 def test_deep_verify_from_one_read_still_names_a_changed_byte(
     moto_server: MotoServer, tmp_path: Path
 ) -> None:
