@@ -168,12 +168,19 @@ class OnePassFile(io.RawIOBase):
         first, within = divmod(self._pos, self._block)
         data = self._get(first)
         n = stop - self._pos
-        if within + n > len(data):  # more than one block: assembled in one buffer
-            out = bytearray(n)
-            self.readinto(out)
-            return bytes(out)
-        self._pos = stop
-        return data[within : within + n]
+        if within + n <= len(data):
+            self._pos = stop
+            return data[within : within + n]
+        # Several blocks: joined with one copy (no zero-filled buffer, no second copy).
+        parts = [memoryview(data)[within:]]
+        self._pos += len(data) - within
+        while self._pos < stop:
+            index, _ = divmod(self._pos, self._block)
+            data = self._get(index)
+            take = min(len(data), stop - self._pos)
+            parts.append(memoryview(data)[:take])
+            self._pos += take
+        return b"".join(parts)
 
     def finish(self) -> dict[str, str]:
         """Hash every block not hashed yet, in order (fetching those not held), and return the checksums:
