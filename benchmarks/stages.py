@@ -5,7 +5,8 @@
 
 Each stage runs in this one process over every file in turn, the way a dsm worker does: ``checksum`` is
 xxh3-128 of the file's bytes (read in 8 MiB blocks), ``decode`` dsm's format reader under the schema
-(for JSONL: parsing with the contract's schema), ``hash`` the row fingerprint of the decoded batches
+(for JSONL: parsing with the contract's schema), ``decode+checksum`` both from one read (how ``register``
+and ``verify --deep`` read: :func:`dsm.shards.read_once`), ``hash`` the row fingerprint of the decoded batches
 (through the compiled kernel and through the pure-Python path), ``encode`` dsm's writer for each format
 asked into a sink that drops the bytes. Pyarrow's own decode (``ParquetFile.iter_batches``) is shown as
 the peer. CPU seconds are ``time.process_time()`` (every thread of the process); where they are too
@@ -40,8 +41,19 @@ from dsm.formats import get_format  # noqa: E402
 from dsm.hashing import fingerprint_kernel  # noqa: E402
 from dsm.hashing.checksum import file_checksum  # noqa: E402
 from dsm.hashing.fingerprint import digest_batch  # noqa: E402
+from dsm.shards import read_once  # noqa: E402
+from dsm.storage import location  # noqa: E402
 
-STAGES = ("checksum", "pyarrow-decode", "decode", "hash", "hash-python", "encode-parquet", "encode-jsonl")
+STAGES = (
+    "checksum",
+    "pyarrow-decode",
+    "decode",
+    "decode+checksum",
+    "hash",
+    "hash-python",
+    "encode-parquet",
+    "encode-jsonl",
+)
 
 
 class _Drop(io.RawIOBase):
@@ -105,6 +117,14 @@ def run_stage(
         for path in paths:
             for _ in _decoded(path, fmt_name, schema, rows):
                 pass
+    elif stage == "decode+checksum":  # one read: decoded through read_once, the checksum from its bytes
+        loc = location(str(paths[0].parent))
+        fmt = get_format(fmt_name)
+        for path in paths:
+            with read_once(loc, path.name) as opened:
+                for _ in fmt.iter_batches(opened.file, shard=path.name, schema=schema):  # type: ignore[arg-type]
+                    pass
+                opened.file.finish()
     elif stage == "keep-decoded":  # untimed: the batches the hash and encode stages work on
         batches[:] = [list(_decoded(path, fmt_name, schema, rows)) for path in paths]
     elif stage in ("hash", "hash-python"):

@@ -159,7 +159,7 @@ def main() -> None:
     for result in results:
         print(result.row())
     stages = [str(BIN / "python"), str(Path(__file__).parent / "stages.py"), *map(str, deep)]
-    stage_list = "--stages=checksum,pyarrow-decode,decode,hash,hash-python"
+    stage_list = "--stages=checksum,pyarrow-decode,decode,decode+checksum,hash,hash-python"
     if args.stages:
         print(subprocess.run([*stages, stage_list], capture_output=True, text=True, check=True).stdout)
     if args.callgrind:
