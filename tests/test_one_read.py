@@ -49,7 +49,9 @@ def _upload(moto_server: MotoServer, bucket: str, kind: str) -> dict[str, int]:
     client.create_bucket(Bucket=bucket)
     sizes = {}
     for i in range(3):
-        table = _table(12_000 + 1500 * i, seed=i)
+        # A few hundred KB each: several blocks, whatever the format's bytes per row.
+        rows = {"parquet": 12_000, "arrow": 4_000, "jsonl": 3_000}[kind] * (8 + i) // 8
+        table = _table(rows, seed=i)
         sink = io.BytesIO()
         if kind == "parquet":
             pq.write_table(table, sink, row_group_size=900, compression="zstd")
