@@ -260,7 +260,7 @@ class _RowJob:
 def _check_job(
     job: _RowJob, on_bytes: Callable[[int], None] | None = None
 ) -> tuple[PhysicalCheck, RowCheck | None]:
-    from dsm.formats import get_format
+    from dsm.formats import contract_format
     from dsm.validators.rows import check_shard
 
     loc = location(job.url, job.options)
@@ -268,7 +268,7 @@ def _check_job(
     return check_shard(
         loc,
         job.shard,
-        get_format(job.contract.format),
+        contract_format(job.contract),
         schema,
         actual_size=job.actual_size,
         batch_rows=job.batch_rows,
