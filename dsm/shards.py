@@ -391,6 +391,7 @@ def describe_shard(
     *,
     on_bytes: Callable[[int], None] | None = None,
     batch_rows: int | None = None,
+    on_schema: Callable[[pa.Schema], None] | None = None,
 ) -> DescribedShard:
     """Read the shard at ``path`` once, as it is on storage: checksum its bytes and decode its rows under
     ``schema`` from the same read (:func:`read_once`), with the store's checksum where it can be trusted.
@@ -403,6 +404,9 @@ def describe_shard(
     server, algorithms = _store_checksum(loc, path, DEFAULT_ALGORITHM)
     with read_once(loc, path, algorithms, on_bytes=on_bytes) as opened:
         handle: IO[bytes] = opened.file  # type: ignore[assignment]
+        if on_schema is not None and fmt.self_describing:
+            on_schema(open_shard_schema(handle, loc, path, fmt))
+            handle.seek(0)
         if batch_rows is None:
             batch_rows = _batch_rows_of(handle, fmt, path, opened.size)
             handle.seek(0)
