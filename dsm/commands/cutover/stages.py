@@ -30,7 +30,11 @@ from dsm.registry import Registry
 from dsm.rewrite.journal import JOURNAL_DIR, JOURNAL_FILE, Journal, remove_temporaries
 from dsm.storage import TEMP_MARKER, Location, location, redact
 
+SHADOW_REPORT = "shadow-bench.html"
+"""The shadow stage's ``dsm bench --compare`` HTML report, in the cutover's folder of the registry."""
+
 __all__ = [
+    "SHADOW_REPORT",
     "STAGE_FUNCTIONS",
     "StageContext",
     "checksums_digest",
@@ -245,6 +249,8 @@ def stage_shadow(ctx: StageContext) -> dict[str, Any]:
         max_p99=gates.max_p99,
         min_throughput=gates.min_throughput,
         max_errors=0,
+        # The whole report beside the journal (the evidence keeps its figures): what `dsm serve` shows.
+        output=ctx.journal.loc.url_of(SHADOW_REPORT),
         registry=ctx.registry,
         storage_options=ctx.storage_options,
     )
@@ -271,6 +277,7 @@ def stage_shadow(ctx: StageContext) -> dict[str, Any]:
     ]
     evidence = {
         "bench": {
+            "report": SHADOW_REPORT,
             "passed": report.passed,
             "mode": report.mode,
             "metric": metric,
