@@ -5,16 +5,32 @@ VENV := .venv
 BIN := $(VENV)/bin
 TORCH_CPU ?= torch==2.13.0+cpu
 PIP := $(BIN)/python -m pip --quiet --disable-pip-version-check
-HASH := $(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+HASH := $(shell cat pyproject.toml setup.py dsm/hashing/_rowhash.c | cksum | cut -d' ' -f1)
 BASE_STAMP := $(VENV)/.installed-base-$(HASH)
 STAMP := $(VENV)/.installed-test-$(HASH)
 
-.PHONY: demo test lint typecheck unit install install-base browser bench clean screenshots
+.PHONY: demo test lint typecheck unit install install-base kernel-deps browser bench clean screenshots
 
-# dsm and its own dependencies only: what `pip install dsm` gives a user. --no-compile: Python compiles the
-# modules a command imports on first use instead of every module of pyarrow and numpy at install time (a
-# smaller, faster first install; the test extras below are compiled as usual).
-$(BASE_STAMP): pyproject.toml
+# The compiled fingerprint kernel (dsm/hashing/_rowhash.c) needs a C compiler and xxhash.h. As root on Debian/Ubuntu
+# they are installed here when missing; elsewhere, or if apt-get fails, dsm is built without the kernel and
+# computes the same fingerprints on its slower pure-Python path (`--json` provenance says so).
+kernel-deps:
+	@if ! printf '#include <xxhash.h>\n' | $${CC:-cc} -E -x c - >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing gcc and libxxhash-dev for the compiled fingerprint kernel"; \
+			export DEBIAN_FRONTEND=noninteractive; \
+			apt-get install -y -qq gcc libxxhash-dev >/dev/null 2>&1 || \
+			{ apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq gcc libxxhash-dev >/dev/null 2>&1; } || \
+			echo "could not install gcc and libxxhash-dev: dsm will use its pure-Python fingerprint path"; \
+		else \
+			echo "no xxhash.h (Debian/Ubuntu: apt-get install gcc libxxhash-dev): dsm will use its pure-Python fingerprint path"; \
+		fi; \
+	fi
+
+# dsm and its own dependencies only: what `pip install dsm` gives a user (the kernel built with it). --no-compile:
+# Python compiles the modules a command imports on first use instead of every module of pyarrow and numpy at
+# install time (a smaller, faster first install; the test extras below are compiled as usual).
+$(BASE_STAMP): pyproject.toml setup.py dsm/hashing/_rowhash.c | kernel-deps
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --no-compile -e .
 	rm -f $(VENV)/.installed-base-*
@@ -70,8 +86,12 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
+# Tests run in PYTEST_WORKERS processes (pytest-xdist), a test file to each: the suite waits on servers, browsers
+# and subprocesses as much as it computes, and each worker starts the servers its files need.
+PYTEST_WORKERS ?= 2
+
 unit: install browser
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 test: lint typecheck unit
 
@@ -81,7 +101,7 @@ bench: install
 	$(BIN)/python benchmarks/bench_overhead.py
 	$(BIN)/python benchmarks/rewrite.py --sizes 0.5,1.0
 	$(BIN)/python benchmarks/cutover.py
-	$(BIN)/python benchmarks/inspect.py
+	$(BIN)/python benchmarks/inspect_rows.py
 	$(BIN)/python benchmarks/serve.py
 	$(BIN)/python benchmarks/view.py
 

@@ -7,10 +7,14 @@ describe it, the rewrite to copy it, ``dsm bench`` to time it and ``dsm.open`` t
   :func:`iter_open_shard` stream its record batches, :func:`shard_schema` and :func:`fragment_count`
   read its layout; decoding errors become :class:`~dsm.errors.FormatError` naming the shard.
 - :func:`digest_shard` decodes it under a schema and computes its row digest.
+- :func:`read_once` opens it so that decoding and checksumming read each byte once (one GET per block
+  on an object store, hashed in file order, footers included).
 - :func:`measure_object` checksums its bytes and records the store's full-object checksum where it can
   be trusted.
-- :func:`describe_shard` does both, for the contract entry of a shard (``register``, the rewrites), and
-  :func:`dataset_fingerprint` combines the shards' digests.
+- :func:`describe_shard` does both from one read, for the contract entry of a shard (``register``, the
+  rewrites), and :func:`dataset_fingerprint` combines the shards' digests.
+- :func:`dataset_files` says which files of a listing are a dataset's shards and which are not data
+  (``_SUCCESS``, ``*.crc``, ``README.md``, dsm's own journal): ``register`` and ``verify`` ask it alike.
 
 >>> dataset_fingerprint([]).rows
 0
@@ -19,7 +23,11 @@ describe it, the rewrite to copy it, ``dsm bench`` to time it and ``dsm.open`` t
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import fnmatch
+import math
+import os
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -28,29 +36,68 @@ import pyarrow as pa
 from dsm.arrow_types import MAX_TYPE_DEPTH
 from dsm.contract import DatasetFingerprint, Shard
 from dsm.errors import DsmError, FormatError, SchemaError, about
-from dsm.formats import DEFAULT_BATCH_ROWS, Format
-from dsm.hashing.checksum import DEFAULT_ALGORITHM, file_checksums
+from dsm.formats import DEFAULT_BATCH_ROWS, Format, detect_format
+from dsm.hashing.checksum import DEFAULT_ALGORITHM
 from dsm.hashing.fingerprint import digest_batch
+from dsm.hashing.onepass import OnePassFile
 from dsm.hashing.rowdigest import ALGORITHM, RowDigest
-from dsm.storage import Location, public_url, redact, storage_errors
-from dsm.storage.stores import server_checksum
+from dsm.storage import FileInfo, Location, public_url, redact, storage_errors
+from dsm.storage.stores import ServerChecksum, server_checksum
 
 __all__ = [
+    "BATCH_BYTES",
+    "DECODED_BYTES_PER_STORED_BYTE",
+    "DatasetFiles",
     "DescribedShard",
+    "IgnoredFile",
     "MeasuredObject",
+    "OpenedOnce",
     "ShardDigest",
+    "batch_rows_for",
     "contract_location",
+    "dataset_files",
     "dataset_fingerprint",
+    "decoded_bytes_per_row",
     "describe_shard",
+    "digest_open_shard",
     "digest_shard",
     "fragment_count",
     "iter_open_shard",
     "iter_shard",
     "measure_object",
+    "not_data",
     "open_shard",
+    "open_shard_schema",
+    "read_once",
     "shard_entry",
     "shard_schema",
+    "takes_unnamed",
 ]
+
+
+DECODED_BYTES_PER_STORED_BYTE = 3
+"""Assumed size of decoded (Arrow) rows per byte of stored shard, to size batches and shuffle buckets."""
+BATCH_BYTES = 8 << 20
+"""Decoded bytes per record batch a whole read aims for: memory stays flat whatever the row size."""
+
+
+def decoded_bytes_per_row(stored_bytes: int, rows: int) -> int:
+    """An estimate of one row's decoded size, for ``rows`` rows stored in ``stored_bytes`` (deterministic).
+
+    >>> decoded_bytes_per_row(1000, 10)
+    300
+    """
+    return max(1, math.ceil(stored_bytes * DECODED_BYTES_PER_STORED_BYTE / rows)) if rows > 0 else 1
+
+
+def batch_rows_for(row_bytes: int) -> int:
+    """Rows per record batch so that a batch of rows of ``row_bytes`` decoded bytes holds about
+    :data:`BATCH_BYTES` (between 64 and ``DEFAULT_BATCH_ROWS``).
+
+    >>> batch_rows_for(3000), batch_rows_for(30)
+    (2796, 65536)
+    """
+    return max(64, min(DEFAULT_BATCH_ROWS, BATCH_BYTES // row_bytes))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,14 +148,19 @@ def shard_schema(loc: Location, path: str, fmt: Format) -> pa.Schema:
     :data:`~dsm.arrow_types.MAX_TYPE_DEPTH` is a :class:`~dsm.errors.FormatError` naming the shard and the
     field, here where a shard's schema first comes in, before any walk of the type recurses that deep."""
     with open_shard(loc, path) as handle:
-        try:
-            schema = fmt.read_schema(handle, shard=path)
-        except (FormatError, SchemaError):
+        return open_shard_schema(handle, loc, path, fmt)
+
+
+def open_shard_schema(handle: IO[bytes], loc: Location, path: str, fmt: Format) -> pa.Schema:
+    """:func:`shard_schema` of a file the caller opened (and closes)."""
+    try:
+        schema = fmt.read_schema(handle, shard=path)
+    except (FormatError, SchemaError):
+        raise
+    except (pa.ArrowException, ValueError, UnicodeDecodeError, EOFError, OSError, RecursionError) as exc:
+        if not _undecodable(exc):
             raise
-        except (pa.ArrowException, ValueError, UnicodeDecodeError, EOFError, OSError, RecursionError) as exc:
-            if not _undecodable(exc):
-                raise
-            raise _decode_errors(loc, path, exc) from None
+        raise _decode_errors(loc, path, exc) from None
     for field in schema:
         if _nesting(field.type) > MAX_TYPE_DEPTH:
             raise FormatError(
@@ -204,16 +256,38 @@ def digest_shard(
 ) -> ShardDigest:
     """Decode one shard and compute its row digest. Batches are checked against ``schema`` when given;
     ``batch_rows`` bounds the rows decoded at once (smaller for wide rows keeps memory flat)."""
+    with open_shard(loc, path) as handle:
+        return digest_open_shard(
+            handle, loc, path, fmt, schema=schema, on_rows=on_rows, batch_rows=batch_rows
+        )
+
+
+def digest_open_shard(
+    handle: IO[bytes],
+    loc: Location,
+    path: str,
+    fmt: Format,
+    *,
+    schema: pa.Schema | None,
+    on_rows: Callable[[int], None] | None = None,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+) -> ShardDigest:
+    """:func:`digest_shard` of a file the caller opened (and closes): a :func:`read_once` file, so that
+    the same read gives the checksum."""
     digest = RowDigest.empty()
     seen_schema: pa.Schema | None = None
-    for batch in iter_shard(loc, path, fmt, schema=schema, batch_rows=batch_rows):
+    for batch in iter_open_shard(handle, loc, path, fmt, schema=schema, batch_rows=batch_rows):
         if seen_schema is None:
             seen_schema = batch.schema
         digest = digest + digest_batch(batch)
         if on_rows is not None:
             on_rows(batch.num_rows)
     if seen_schema is None:
-        seen_schema = schema if schema is not None else shard_schema(loc, path, fmt)
+        if schema is not None:
+            seen_schema = schema
+        else:
+            handle.seek(0)
+            seen_schema = open_shard_schema(handle, loc, path, fmt)
     return ShardDigest(path=path, schema=seen_schema, digest=digest)
 
 
@@ -235,6 +309,86 @@ def _etag(details: Any) -> str | None:
     return str(value).strip('"') if value else None
 
 
+@dataclass(frozen=True, kw_only=True)
+class OpenedOnce:
+    """A shard opened for one read: the file to decode (it hashes what it reads, see
+    :class:`~dsm.hashing.onepass.OnePassFile`), and the ETag the store gave when it was opened."""
+
+    file: OnePassFile
+    etag: str | None = None
+
+    @property
+    def size(self) -> int:
+        return self.file.size()
+
+
+@contextlib.contextmanager
+def read_once(
+    loc: Location,
+    path: str,
+    algorithms: Sequence[str] = (DEFAULT_ALGORITHM,),
+    *,
+    on_bytes: Callable[[int], None] | None = None,
+) -> Iterator[OpenedOnce]:
+    """Open one shard so that decoding it and checksumming it read its bytes once: each block is fetched
+    by one ranged read (``pread`` on local disk, a ranged GET on an object store, no client read-ahead)
+    and hashed in file order; ``opened.file.finish()`` returns the checksums once decoding is done."""
+    url = loc.url_of(path)
+
+    def fetching(read: Callable[[int, int], bytes]) -> Callable[[int, int], bytes]:
+        def fetch(start: int, stop: int) -> bytes:
+            with storage_errors(url, loc):
+                return read(start, stop)
+
+        return fetch
+
+    if loc.is_local:
+        with storage_errors(url, loc):
+            descriptor = os.open(loc.path(path), os.O_RDONLY)
+        try:
+            size = os.fstat(descriptor).st_size
+            read = fetching(lambda start, stop: os.pread(descriptor, stop - start, start))
+            yield OpenedOnce(file=OnePassFile(read, size, algorithms, on_bytes=on_bytes))
+        finally:
+            os.close(descriptor)
+        return
+    with loc.open(path, cache_type="none") as handle:
+
+        def ranged(start: int, stop: int) -> bytes:
+            handle.seek(start)
+            return bytes(handle.read(stop - start))
+
+        with storage_errors(url, loc):
+            size = int(getattr(handle, "size", None) or loc.size(path))
+        opened = _etag(getattr(handle, "details", None))
+        yield OpenedOnce(file=OnePassFile(fetching(ranged), size, algorithms, on_bytes=on_bytes), etag=opened)
+
+
+def _store_checksum(loc: Location, rel: str, algorithm: str) -> tuple[ServerChecksum | None, list[str]]:
+    """The store's full-object checksum (read before the bytes), and the algorithms to compute in the read:
+    ``algorithm``, plus the store's where a client can set its value (it is kept only if the bytes agree)."""
+    try:
+        server = server_checksum(loc, rel)
+    except (DsmError, OSError):
+        server = None  # no checksum (permissions, an old server): the bytes still are
+    algorithms = [algorithm]
+    if server is not None and server.confirm:
+        algorithms.append(server.algorithm)
+    return server, algorithms
+
+
+def _trusted(server: ServerChecksum | None, opened: OpenedOnce, sums: Mapping[str, str]) -> str | None:
+    """The store's checksum if it describes the bytes read: the same version (ETag) and, for values any
+    client can set, the same digest as the bytes. An ETag is never taken for a checksum."""
+    if server is None:
+        return None
+    if server.etag and opened.etag and server.etag != opened.etag:
+        return None
+    if server.confirm and sums.get(server.algorithm) != server.value:
+        return None
+    return server.value
+
+
 def measure_object(
     loc: Location,
     rel: str,
@@ -248,22 +402,10 @@ def measure_object(
     version (same ETag) and, for values any client can set (Azure Content-MD5), only if dsm computed the
     same digest from the bytes in the same pass. An ETag is never taken for a checksum.
     """
-    try:
-        server = server_checksum(loc, rel)
-    except (DsmError, OSError):
-        server = None  # no checksum (permissions, an old server): the bytes still are
-    algorithms = [algorithm]
-    if server is not None and server.confirm:
-        algorithms.append(server.algorithm)
-    with about(shard=rel), loc.open(rel) as handle:
-        opened = _etag(getattr(handle, "details", None))
-        sums = file_checksums(handle, algorithms, on_bytes=on_bytes)
-    if server is not None and (
-        (server.etag and opened and server.etag != opened)
-        or (server.confirm and sums.get(server.algorithm) != server.value)
-    ):
-        server = None
-    return MeasuredObject(checksum=sums[algorithm], server_checksum=server.value if server else None)
+    server, algorithms = _store_checksum(loc, rel, algorithm)
+    with about(shard=rel), read_once(loc, rel, algorithms, on_bytes=on_bytes) as opened:
+        sums = opened.file.finish()
+    return MeasuredObject(checksum=sums[algorithm], server_checksum=_trusted(server, opened, sums))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -295,24 +437,53 @@ def describe_shard(
     fmt: Format,
     schema: pa.Schema | None,
     *,
-    size: int | None = None,
     on_bytes: Callable[[int], None] | None = None,
     on_rows: Callable[[int], None] | None = None,
-    batch_rows: int = DEFAULT_BATCH_ROWS,
+    batch_rows: int | None = None,
+    on_schema: Callable[[pa.Schema], None] | None = None,
 ) -> DescribedShard:
-    """Read the shard at ``path`` as it is on storage: checksum its bytes, decode its rows under ``schema``.
+    """Read the shard at ``path`` once, as it is on storage: checksum its bytes and decode its rows under
+    ``schema`` from the same read (:func:`read_once`), with the store's checksum where it can be trusted.
 
-    ``size`` is the listed size when the caller has it (else it is asked from storage); ``batch_rows``
-    bounds the rows decoded at once; ``on_bytes`` and ``on_rows`` hear of the bytes hashed and the rows
-    decoded as they go. Decoding failures
-    raise :class:`dsm.errors.FormatError` or :class:`dsm.errors.SchemaError` naming the shard.
+    ``batch_rows`` bounds the rows decoded at once (None: from the size and the rows a Parquet footer
+    declares, :func:`batch_rows_for`); ``on_bytes`` and ``on_rows`` hear of the bytes hashed and the rows
+    decoded as they go. The entry's size is that of the bytes read.
+    Decoding failures raise :class:`dsm.errors.FormatError` or :class:`dsm.errors.SchemaError` naming the
+    shard.
     """
-    # The bytes' checksum, plus the object store's full-object checksum where it can be trusted.
-    measured = measure_object(loc, path, algorithm=DEFAULT_ALGORITHM, on_bytes=on_bytes)
-    found = digest_shard(loc, path, fmt, schema=schema, on_rows=on_rows, batch_rows=batch_rows)
-    size = loc.size(path) if size is None else size
-    entry = shard_entry(path, size, measured.checksum, found.digest, server_checksum=measured.server_checksum)
+    server, algorithms = _store_checksum(loc, path, DEFAULT_ALGORITHM)
+    with about(shard=path), read_once(loc, path, algorithms, on_bytes=on_bytes) as opened:
+        handle: IO[bytes] = opened.file  # type: ignore[assignment]
+        if on_schema is not None and fmt.self_describing:
+            on_schema(open_shard_schema(handle, loc, path, fmt))
+            handle.seek(0)
+        if batch_rows is None:
+            batch_rows = _batch_rows_of(handle, fmt, path, opened.size)
+            handle.seek(0)
+        found = digest_open_shard(
+            handle, loc, path, fmt, schema=schema, on_rows=on_rows, batch_rows=batch_rows
+        )
+        sums = opened.file.finish()
+    entry = shard_entry(
+        path,
+        opened.size,
+        sums[DEFAULT_ALGORITHM],
+        found.digest,
+        server_checksum=_trusted(server, opened, sums),
+    )
     return DescribedShard(shard=entry, digest=found.digest)
+
+
+def _batch_rows_of(handle: IO[bytes], fmt: Format, path: str, size: int) -> int:
+    """Rows per batch for one shard: by its size and the rows its footer declares where the format has them
+    there (Parquet), else the default (an Arrow file's batches are decoded as stored, without copies)."""
+    if not fmt.rows_in_footer:
+        return DEFAULT_BATCH_ROWS
+    try:
+        rows = fmt.count_rows(handle, shard=path)
+    except (pa.ArrowException, ValueError, OSError, DsmError):
+        return DEFAULT_BATCH_ROWS  # the decode that follows names what is wrong with the file
+    return batch_rows_for(decoded_bytes_per_row(size, rows))
 
 
 def dataset_fingerprint(digests: Iterable[RowDigest]) -> DatasetFingerprint:
@@ -329,3 +500,104 @@ def contract_location(loc: Location) -> str:
         return loc.root
     # Credentials are dropped (not masked), so the location stays usable with the user's own credentials.
     return redact(public_url(loc.url.rstrip("/")))
+
+
+def takes_unnamed(paths: Iterable[str], format: str) -> bool:
+    """Whether a dataset of ``format`` whose shards are ``paths`` takes files no format claims by name: at
+    register, when none of the files has the format's own name; at verify, when a listed shard has none."""
+    kinds = [detect_format(p) for p in paths]
+    return bool(kinds) and format not in kinds
+
+
+# --- which files are a dataset's -----------------------------------------------------------------
+
+
+_DOC_NAMES = ("readme", "license", "licence", "notice", "copying", "changelog", "authors")
+_HIVE_PART = re.compile(r"^[^=]+=[^=]*$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class IgnoredFile:
+    """A file at a dataset's location that is not data, and why."""
+
+    path: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": self.path, "reason": self.reason}
+
+
+@dataclass(frozen=True, kw_only=True)
+class DatasetFiles:
+    """A listing split: ``shards`` (files of the dataset's format, in path order), ``ignored`` (files that
+    are not data, with the reason), and ``partitions`` (Hive-style ``key=value`` folders the shards lie in,
+    by key, with the values seen)."""
+
+    shards: tuple[FileInfo, ...]
+    ignored: tuple[IgnoredFile, ...]
+    partitions: dict[str, tuple[str, ...]]
+
+
+def not_data(path: str) -> str | None:
+    """Why the file at ``path`` (relative to a dataset's location) is not data by its name alone, or None.
+
+    Hidden files and folders (``.name``) and names starting with ``_`` (``_SUCCESS``, ``_metadata``,
+    ``_delta_log/``, dsm's ``_dsm_rewrite*``) are tool metadata; ``*.crc`` are checksum sidecars; ``*.md``,
+    ``README``, ``LICENSE``, ``NOTICE``... are documentation; ``*.lock`` are lock files.
+
+    >>> not_data("_SUCCESS"), not_data("part-0.parquet")
+    ("a name starting with '_' (a tool's metadata, such as _SUCCESS or dsm's journal)", None)
+    """
+    parts = path.split("/")
+    if any(p.startswith(".") for p in parts):
+        return "hidden (a name starting with '.')"
+    if any(p.startswith("_") for p in parts):
+        return "a name starting with '_' (a tool's metadata, such as _SUCCESS or dsm's journal)"
+    base = parts[-1].lower()
+    if base.endswith(".crc"):
+        return "a checksum sidecar (.crc)"
+    if base.endswith(".md") or base.split(".", 1)[0] in _DOC_NAMES:
+        return "documentation"
+    if base.endswith(".lock"):
+        return "a lock file"
+    return None
+
+
+def dataset_files(
+    files: Iterable[FileInfo], *, format: str, pattern: str | None = None, unnamed: bool = False
+) -> DatasetFiles:
+    """Split a location's listing into the shards of a ``format`` dataset and the files that are not data.
+
+    A file is a shard when its name is not :func:`not_data`, it matches ``pattern`` (a glob relative to the
+    location, when the dataset was registered from one; files outside it are none of the dataset's and are
+    not listed), and its name is one of ``format``'s (``.parquet``, ``.jsonl.gz``...), or, with
+    ``unnamed``, a name no format claims (a dataset whose shards do not carry their format's extension:
+    :func:`takes_unnamed`). A file of another known format is ignored, and listed so, as is one no format
+    claims without ``unnamed``.
+    """
+    shards: list[FileInfo] = []
+    ignored: list[IgnoredFile] = []
+    partitions: dict[str, set[str]] = {}
+    for info in sorted(files, key=lambda f: f.path):
+        if pattern and not fnmatch.fnmatchcase(info.path, pattern):
+            continue
+        reason = not_data(info.path)
+        if reason is None:
+            kind = detect_format(info.path)
+            if kind is not None and kind != format:
+                reason = f"a {kind} file, not {format}"
+            elif kind is None and not unnamed:
+                reason = f"not a {format} file by its name"
+        if reason is not None:
+            ignored.append(IgnoredFile(path=info.path, reason=reason))
+            continue
+        shards.append(info)
+        for part in info.path.split("/")[:-1]:
+            if _HIVE_PART.match(part):
+                key, _, value = part.partition("=")
+                partitions.setdefault(key, set()).add(value)
+    return DatasetFiles(
+        shards=tuple(shards),
+        ignored=tuple(ignored),
+        partitions={k: tuple(sorted(v)) for k, v in sorted(partitions.items())},
+    )

@@ -94,10 +94,19 @@ def register(
             contract, registry=registry, storage_options=storage_options(storage_option)
         )
     if json_output:
+        from dsm.hashing.fingerprint_kernel import provenance
+
+        # How the fingerprints were computed rides beside the contract (not part of it: same digests).
         if proposals is None:
-            print_json(contract.to_dict())
+            print_json({**contract.to_dict(), "provenance": provenance()})
         else:
-            print_json({"contract": contract.to_dict(), "proposed_roles": [p.to_dict() for p in proposals]})
+            print_json(
+                {
+                    "contract": contract.to_dict(),
+                    "proposed_roles": [p.to_dict() for p in proposals],
+                    "provenance": provenance(),
+                }
+            )
         return
     fp = contract.fingerprint
     if reused:
@@ -113,6 +122,13 @@ def register(
             + (f", fingerprint {fp.unordered}" if fp else ""),
             highlight=False,
         )
+    ignored = contract.metadata.get("ignored_files") or []
+    if ignored:
+        count = int(contract.metadata.get("ignored_count") or len(ignored))
+        shown = ", ".join(str(f["path"]) for f in ignored[:3]) + (
+            f" (and {count - 3} more)" if count > 3 else ""
+        )
+        console.print(f"  ignored {count} file(s) that are not data: {shown}", markup=False, highlight=False)
     if scan_pii:
         _render_pii_scan(contract.metadata.get("pii_scan") or {})
     if write_roles:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import fnmatch
-import posixpath
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -14,7 +13,7 @@ import pyarrow as pa
 from dsm._version import tool_name
 from dsm.commands.policy import check_location, policy_error
 from dsm.contract import Contract, Lineage, Schema, check_contract_size, load_yaml
-from dsm.engine import NullProgress, Progress, map_units, scaled
+from dsm.engine import NullProgress, Progress, map_units
 from dsm.errors import ContractError, InputError, SchemaError
 from dsm.formats import Format, detect_compression, detect_format, get_format
 from dsm.inspect.roles import RoleProposal, infer_roles
@@ -22,14 +21,18 @@ from dsm.policy import carry_classifications
 from dsm.registry import Registry, load_contract_file, open_registry
 from dsm.shards import (
     DescribedShard,
+    IgnoredFile,
     contract_location,
+    dataset_files,
     dataset_fingerprint,
     describe_shard,
     iter_shard,
+    not_data,
     shard_schema,
+    takes_unnamed,
 )
-from dsm.storage import FileInfo, Location, location, redact
-from dsm.units import utc_now_text
+from dsm.storage import FileInfo, Location, glob_of, location, redact
+from dsm.units import parse_workers, utc_now_text
 from dsm.validators.pii import scan_shards
 from dsm.validators.schema import schema_differences
 
@@ -38,16 +41,19 @@ __all__ = ["AlreadyRegisteredWarning", "ScannedSource", "propose_roles", "regist
 _ROLE_SAMPLE_ROWS = 500
 
 _GLOB_CHARS = "*?["
+_IGNORED_SHOWN = 50
 
 
 @dataclass(frozen=True, kw_only=True)
 class ScannedSource:
-    """The shards found at a source: their common root, relative paths and sizes, and the format."""
+    """The shards found at a source: their common root, relative paths and sizes, the format, the glob
+    they were selected by (a single file: the glob of its name), and the files that are not data."""
 
     root: Location
     files: tuple[FileInfo, ...]
     format: str
     pattern: str | None = None
+    ignored: tuple[IgnoredFile, ...] = ()
 
 
 def _owner_list(owners: Sequence[str] | str) -> tuple[str, ...]:
@@ -57,14 +63,18 @@ def _owner_list(owners: Sequence[str] | str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(part for part in split if part))
 
 
-def _is_hidden(path: str) -> bool:
-    return posixpath.basename(path).startswith((".", "_"))
-
-
 def scan_source(
     source: str, *, format: str | None = None, storage_options: Mapping[str, Any] | None = None
 ) -> ScannedSource:
-    """Find the shards at ``source``: a folder (recursively), a glob, or one file, on any fsspec URL."""
+    """Find the shards at ``source``: a folder (recursively), a glob, or one file, on any fsspec URL.
+
+    Which files are shards and which are not data is :func:`dsm.shards.dataset_files`'s answer, the one
+    ``dsm verify`` gets too. A single file registers as itself: its siblings are none of the dataset's.
+    Hive-style partition folders (``lang=en/``) are refused: their values are in no file, and registering
+    would silently drop them.
+    """
+    if format is not None:
+        get_format(format)  # fails early on an unknown name
     pattern = None
     # A glob, unless a file or folder has that very name (``data[v1]/``).
     if any(ch in source for ch in _GLOB_CHARS) and not location(source, storage_options).exists():
@@ -72,30 +82,32 @@ def scan_source(
         base = head.rsplit("/", 1)[0] if "/" in head else "."
         root = location(base, storage_options)
         pattern = source[len(base) :].lstrip("/")
-        files = [f for f in root.list_files() if fnmatch.fnmatchcase(f.path, pattern)]
+        listed = root.list_files()
     else:
         root = location(source, storage_options)
         if not root.exists():
             raise InputError(f"{redact(source)}: no such file or folder")
         if root.isdir():
-            files = [f for f in root.list_files() if not _is_hidden(f.path)]
+            listed = root.list_files()
         else:
-            parent, _, base = source.rstrip("/").rpartition("/")
+            parent, _, name = source.rstrip("/").rpartition("/")
             root = location(parent or ".", storage_options)
-            files = [FileInfo(path=base, size=root.size(base))]
-    if format is not None:
-        get_format(format)  # fails early on an unknown name
-        matching = [f for f in files if detect_format(f.path) in (format, None)]
-    else:
-        detected = {f.path: detect_format(f.path) for f in files}
-        kinds = sorted({k for k in detected.values() if k})
+            pattern = glob_of(name)
+            listed = [FileInfo(path=name, size=root.size(name))]
+    candidates = [f for f in listed if (not pattern or fnmatch.fnmatchcase(f.path, pattern))]
+    if format is None:
+        files = [f for f in candidates if not_data(f.path) is None]
+        kinds = sorted({k for f in files if (k := detect_format(f.path))})
         if len(kinds) > 1:
             raise InputError(
                 f"{redact(source)} holds files of several formats ({', '.join(kinds)}); "
                 "pass --format or a glob that selects one"
             )
         if not files:
-            raise InputError(f"{redact(source)}: no files there (hidden ones aside): nothing to register")
+            raise InputError(
+                f"{redact(source)}: no files there (hidden files, tool metadata and documentation aside): "
+                "nothing to register"
+            )
         if not kinds:
             shown = ", ".join(f.path for f in files[:3]) + (
                 f" and {len(files) - 3} more" if len(files) > 3 else ""
@@ -105,10 +117,21 @@ def scan_source(
                 "(parquet, jsonl, csv, arrow, webdataset)"
             )
         format = kinds[0]
-        matching = [f for f in files if detected[f.path] == format]
-    if not matching:
+    unnamed = takes_unnamed([f.path for f in candidates if not_data(f.path) is None], format)
+    found = dataset_files(candidates, format=format, pattern=pattern, unnamed=unnamed)
+    if not found.shards:
         raise InputError(f"{redact(source)}: no {format} shards found")
-    return ScannedSource(root=root, files=tuple(matching), format=format, pattern=pattern)
+    if found.partitions:
+        folders = ", ".join(
+            f"{k}={'|'.join(v[:3])}{'|...' if len(v) > 3 else ''}" for k, v in found.partitions.items()
+        )
+        raise InputError(
+            f"{redact(source)} holds Hive-style partition folders ({folders}): their values are in no file, "
+            f"so registering would drop the column(s) {', '.join(found.partitions)}. Register each partition "
+            "folder as a dataset of its own, or write the partition values into the files (pyarrow.dataset."
+            "write_dataset without partitioning, for one)"
+        )
+    return ScannedSource(root=root, files=found.shards, format=format, pattern=pattern, ignored=found.ignored)
 
 
 def _read_options(scan: ScannedSource) -> dict[str, Any]:
@@ -207,23 +230,27 @@ def register(
     >>> contract.ref  # doctest: +SKIP
     'web-text@1'
     """
+    if workers is not None:
+        parse_workers(workers)  # before anything is read
     reg = open_registry(registry, storage_options)
     owners = _owner_list(owners)
     scan = scan_source(source, format=format, storage_options=storage_options)
     options = _read_options(scan)
     fmt = get_format(scan.format, **options)
     given = _schema_from_option(schema, reg) if schema is not None else None
-    stored = _infer_schema(scan, fmt, workers) if given is None or fmt.self_describing else None
-    arrow_schema = given.to_arrow() if given is not None else stored
-    assert arrow_schema is not None  # one of the two is there
-    if given is not None and stored is not None and fmt.self_describing:
-        # verify --deep compares the types a file stores with the contract's: they must agree now.
-        differences = schema_differences(arrow_schema, stored)
+    arrow_schema = given.to_arrow() if given is not None else _infer_schema(scan, fmt, workers)
+    # verify --deep compares the types a file stores with the contract's: with --schema, each shard's must
+    # agree now. Checked from the footer of the read that describes the shard (one read per shard).
+    check_stored = given is not None and fmt.self_describing
+
+    def stored_agrees(path: str, stored: pa.Schema) -> None:
+        differences = schema_differences(arrow_schema, stored.remove_metadata())
         if differences:
             raise SchemaError(
-                f"the shards do not hold the given schema: {'; '.join(differences)}; register without "
+                f"shard {path} does not hold the given schema: {'; '.join(differences)}; register without "
                 "--schema (the files' own schema), or rewrite the files"
             )
+
     problems = fmt.unsupported(arrow_schema)
     if problems:
         raise SchemaError(f"format {scan.format} cannot hold this schema: {'; '.join(problems)}")
@@ -246,20 +273,28 @@ def register(
         raise policy_error(verdict, f"register {name}")
     progress = progress or NullProgress()
     total = sum(f.size for f in scan.files)
-    # The bar counts the data once: hashing a shard's bytes moves half its share, decoding its rows the rest.
     progress.start(total_bytes=total, total_units=len(scan.files), description=f"register {name}")
 
     def unit(info: FileInfo) -> DescribedShard:
-        hashed = scaled(progress.advance, 0.5)
-        found = describe_shard(scan.root, info.path, fmt, arrow_schema, size=info.size, on_bytes=hashed)
-        progress.advance(info.size - info.size // 2)  # its rows are decoded (how many was not known before)
-        return found
+        # One read per shard: the checksum comes from the bytes that are decoded.
+        return describe_shard(
+            scan.root,
+            info.path,
+            fmt,
+            arrow_schema,
+            on_bytes=progress.advance,
+            on_schema=(lambda stored: stored_agrees(info.path, stored)) if check_stored else None,
+        )
 
     try:
         results = map_units(unit, scan.files, workers=workers or scan.root.io_workers)
     finally:
         progress.finish()
     metadata: dict[str, Any] = {"source_glob": scan.pattern} if scan.pattern else {}
+    if scan.ignored:
+        metadata["ignored_files"] = [f.to_dict() for f in scan.ignored[:_IGNORED_SHOWN]]
+        if len(scan.ignored) > _IGNORED_SHOWN:
+            metadata["ignored_count"] = len(scan.ignored)
     if scan_pii:
         classified = {f.name for f in declared.fields if f.classification}
         found = scan_shards(scan.root, [f.path for f in scan.files], fmt, arrow_schema, classified=classified)

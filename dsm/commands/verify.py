@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import fnmatch
-import posixpath
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from dsm._version import tool_name
 from dsm.contract import Contract, Shard
 from dsm.engine import (
     NullProgress,
@@ -16,17 +15,18 @@ from dsm.engine import (
     default_workers,
     map_units,
     report_progress,
-    rows_as_bytes,
-    scaled,
 )
 from dsm.errors import InputError
+from dsm.hashing import fingerprint_kernel
 from dsm.hashing.rowdigest import RowDigest
 from dsm.registry import Registry, resolve
-from dsm.storage import Location, location
+from dsm.storage import FileInfo, Location, location
 from dsm.storage.stores import RequestStats, request_stats
-from dsm.validators.physical import check_physical
+from dsm.units import parse_workers
+from dsm.validators.physical import PhysicalCheck, check_physical
 
 if TYPE_CHECKING:
+    from dsm.shards import IgnoredFile
     from dsm.validators.rows import RowCheck
 
 __all__ = ["STATUSES", "ShardReport", "VerifyReport", "verify"]
@@ -78,6 +78,10 @@ class VerifyReport:
     fingerprint_match: bool | None = None
     contract_consistent: bool | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    ignored: tuple[IgnoredFile, ...] = ()
+    """Files at the location that are not data (``_SUCCESS``, ``*.crc``, ``README.md``...), as register
+    ignores them: listed, never a failure."""
+    provenance: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -106,21 +110,40 @@ class VerifyReport:
             "contract_consistent": self.contract_consistent,
             "shards": [s.to_dict() for s in self.shards],
             "summary": self.summary,
+            "ignored": [f.to_dict() for f in self.ignored],
             "notes": list(self.notes),
+            "provenance": dict(self.provenance),
         }
 
 
-def _extra_files(contract: Contract, listed: Mapping[str, int]) -> list[str]:
+def _bytes_report(shard: Shard, physical: PhysicalCheck) -> ShardReport:
+    """A shard's outcome from the check of its bytes, with both checksums where they were compared."""
+    return ShardReport(
+        path=shard.path,
+        status=physical.status,
+        detail=physical.detail,
+        verified_by=physical.verified_by,
+        expected=shard.checksum if physical.checksum else None,
+        actual=physical.checksum,
+    )
+
+
+def _extra_and_ignored(contract: Contract, listed: Mapping[str, int]) -> tuple[list[str], list[IgnoredFile]]:
+    """Files at the location the contract does not list, split the way ``register`` splits a listing
+    (:func:`dsm.shards.dataset_files`): ``extra`` (would be shards) and ``ignored`` (not data)."""
     known = {s.path for s in contract.shards}
+    if all(p in known for p in listed):
+        return [], []
+    from dsm.shards import dataset_files, takes_unnamed  # the format layer (Arrow) loads only when needed
+
     pattern = contract.metadata.get("source_glob")
-    extra = []
-    for path in listed:
-        if path in known or posixpath.basename(path).startswith((".", "_")):
-            continue
-        if pattern and not fnmatch.fnmatchcase(path, str(pattern)):
-            continue
-        extra.append(path)
-    return sorted(extra)
+    found = dataset_files(
+        [FileInfo(path=p, size=n) for p, n in listed.items() if p not in known],
+        format=contract.format,
+        pattern=str(pattern) if pattern else None,
+        unnamed=takes_unnamed(known, contract.format),
+    )
+    return [f.path for f in found.shards], list(found.ignored)
 
 
 def verify(
@@ -145,73 +168,74 @@ def verify(
     """
     if fast and deep:
         raise InputError("--fast and --deep exclude each other: --deep reads every byte of every shard")
+    if workers is not None:
+        parse_workers(workers)  # before anything is read
     contract = resolve(ref, registry, storage_options)
     loc = location(contract.location, storage_options)
     stats = request_stats(loc)
     before = stats.snapshot() if stats is not None else None
     listed = {f.path: f.size for f in loc.list_files()}
     progress = progress or NullProgress()
-    # The bar counts the data's bytes once: with --deep, the byte pass is one half of each shard's share
-    # and the row pass the other (rows_share).
+    # The bar counts the data's bytes once (with --deep, bytes and rows are checked from one read).
     progress.start(
         total_bytes=contract.total_bytes,
         total_units=len(contract.shards),
         description=f"verify {contract.ref}",
     )
-    weight = 0.5 if deep else 1.0
 
     def physical_unit(shard: Shard) -> ShardReport:
-        step, read = scaled(progress.advance, weight), [0]
+        read = [0]
 
         def on_bytes(nbytes: int) -> None:
             read[0] += nbytes
-            step(nbytes)
+            progress.advance(nbytes)
 
         physical = check_physical(
             loc, shard, actual_size=listed.get(shard.path), on_bytes=on_bytes, fast=fast
         )
-        step(max(0, shard.bytes - read[0]))  # not read (missing, resized, checked by the store): done too
-        return ShardReport(
-            path=shard.path,
-            status=physical.status,
-            detail=physical.detail,
-            verified_by=physical.verified_by,
-            expected=shard.checksum if physical.checksum else None,
-            actual=physical.checksum,
-        )
+        progress.advance(max(0, shard.bytes - read[0]))  # not read (missing, resized, by the store): done too
+        return _bytes_report(shard, physical)
 
     try:
-        physical = map_units(physical_unit, contract.shards, workers=workers or loc.io_workers)
-        digests: list[RowDigest | None] = [None] * len(physical)
+        digests: list[RowDigest | None] = [None] * len(contract.shards)
         if deep:
-            to_decode = [i for i, r in enumerate(physical) if r.status == "ok"]
-            progress.advance(
-                sum(_rows_share(contract.shards[i]) for i in set(range(len(physical))) - set(to_decode))
-            )
-            for i, rows in zip(
-                to_decode, _check_rows_of(contract, loc, to_decode, workers, progress), strict=True
-            ):
-                bytes_checked = physical[i]
-                physical[i] = ShardReport(
-                    path=rows.path,
-                    status=rows.status,
-                    detail=rows.detail,
-                    verified_by="bytes+rows",
-                    expected=rows.expected or bytes_checked.expected,
-                    actual=rows.actual or bytes_checked.actual,
+            # One read per shard: bytes and rows are checked from the same read.
+            physical = []
+            for i, (bytes_check, rows) in enumerate(_check_deep(contract, loc, listed, workers, progress)):
+                bytes_report = _bytes_report(contract.shards[i], bytes_check)
+                if rows is None:
+                    physical.append(bytes_report)
+                    continue
+                physical.append(
+                    ShardReport(
+                        path=rows.path,
+                        status=rows.status,
+                        detail=rows.detail,
+                        verified_by="bytes+rows",
+                        expected=rows.expected or bytes_report.expected,
+                        actual=rows.actual or bytes_report.actual,
+                    )
                 )
                 digests[i] = rows.digest
+        else:
+            physical = map_units(physical_unit, contract.shards, workers=workers or loc.io_workers)
     finally:
         progress.finish()
     results = list(zip(physical, digests, strict=True))
     reports = [r for r, _ in results]
+    extra, ignored = _extra_and_ignored(contract, listed)
     reports += [
         ShardReport(
             path=p, status="extra", detail="at the location but not in the contract", verified_by="listing"
         )
-        for p in _extra_files(contract, listed)
+        for p in extra
     ]
     match, consistent, notes = _dataset_fingerprint(contract, [d for _, d in results], deep)
+    if ignored:
+        shown = ", ".join(f.path for f in ignored[:3]) + (
+            f" (and {len(ignored) - 3} more)" if len(ignored) > 3 else ""
+        )
+        notes.append(f"{len(ignored)} file(s) at the location are not data and were ignored: {shown}")
     notes += _storage_notes(reports, fast, stats, before)
     return VerifyReport(
         dataset=contract.ref,
@@ -221,6 +245,8 @@ def verify(
         fingerprint_match=match,
         contract_consistent=consistent,
         notes=tuple(notes),
+        ignored=tuple(ignored),
+        provenance=fingerprint_kernel.provenance() if deep else {"tool": tool_name()},
     )
 
 
@@ -245,24 +271,39 @@ def _storage_notes(
     return notes
 
 
-def _check_rows_of(
-    contract: Contract, loc: Location, indices: list[int], workers: int | None, progress: Progress
-) -> list[RowCheck]:
-    """Decode the shards at ``indices`` and check their rows, in shard order.
+def _check_deep(
+    contract: Contract, loc: Location, listed: Mapping[str, int], workers: int | None, progress: Progress
+) -> list[tuple[PhysicalCheck, RowCheck | None]]:
+    """Check every shard's bytes and rows from one read each (:func:`~dsm.validators.rows.check_shard`),
+    in shard order.
 
-    Hashing string values holds the GIL, so threads barely overlap on it: on local disk the shards are
-    checked in the engine's forked worker processes instead (each re-opens its shard by path); elsewhere
-    in threads (an in-process ``memory://`` store is not visible to another process). Arrow and the
-    format layer load only in :func:`_check_job`: a bytes-only verify starts in a fraction of the time.
+    Threads, where the compiled fingerprint kernel hashes with the GIL released (decoding releases it
+    too). The pure-Python path holds the GIL for every string value, so there, on local disk, the shards
+    are checked in the engine's forked worker processes instead (each re-opens its shard by path); an
+    in-process ``memory://`` store is not visible to another process, so it always gets threads. Arrow
+    and the format layer load only here and in :func:`_check_job`: a bytes-only verify starts in a
+    fraction of the time.
     """
+    from dsm.rewrite.plan import decoded_row_bytes
+    from dsm.shards import batch_rows_for
+
     options = dict(loc.options)
+    # Batches of a few MiB decoded, as the rewrite reads: wide rows (long texts, images) keep memory flat.
+    batch_rows = batch_rows_for(decoded_row_bytes(contract))
     jobs = [
-        _RowJob(url=contract.location, options=options, shard=contract.shards[i], contract=contract)
-        for i in indices
+        _RowJob(
+            url=contract.location,
+            options=options,
+            shard=shard,
+            actual_size=listed.get(shard.path),
+            contract=contract,
+            batch_rows=batch_rows,
+        )
+        for shard in contract.shards
     ]
 
-    # Each job reports its rows as it decodes them (report_progress), from threads or forked workers alike.
-    if loc.is_local:
+    # Each job reports the bytes it reads as it reads them (report_progress), from threads or forked workers.
+    if loc.is_local and not fingerprint_kernel.enabled():
         return map_units(
             _check_job,
             jobs,
@@ -273,28 +314,39 @@ def _check_rows_of(
     return map_units(_check_job, jobs, workers=workers or loc.io_workers, on_progress=progress.advance)
 
 
-def _rows_share(shard: Shard) -> int:
-    """The bytes of the bar the row pass over ``shard`` moves (the byte pass moved the rest)."""
-    return shard.bytes - shard.bytes // 2
-
-
 @dataclass(frozen=True, kw_only=True)
 class _RowJob:
     url: str
     options: Mapping[str, Any]
     shard: Shard
+    actual_size: int | None
     contract: Contract
+    batch_rows: int
 
 
-def _check_job(job: _RowJob) -> RowCheck:
+def _check_job(job: _RowJob) -> tuple[PhysicalCheck, RowCheck | None]:
     from dsm.formats import contract_format
-    from dsm.validators.rows import check_rows
+    from dsm.validators.rows import check_shard
 
     loc = location(job.url, job.options)
-    on_rows = rows_as_bytes(report_progress, _rows_share(job.shard), job.shard.rows)
-    return check_rows(
-        loc, job.shard, contract_format(job.contract), job.contract.schema.to_arrow(), on_rows=on_rows
+    schema = job.contract.schema.to_arrow()
+    read = [0]
+
+    def on_bytes(nbytes: int) -> None:
+        read[0] += nbytes
+        report_progress(nbytes)
+
+    found = check_shard(
+        loc,
+        job.shard,
+        contract_format(job.contract),
+        schema,
+        actual_size=job.actual_size,
+        batch_rows=job.batch_rows,
+        on_bytes=on_bytes,
     )
+    report_progress(max(0, job.shard.bytes - read[0]))  # not read (missing, resized, failed): done too
+    return found
 
 
 def _dataset_fingerprint(

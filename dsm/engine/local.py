@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from dsm.engine.progress import report_to, reporting_to
+from dsm.units import parse_workers
 
 __all__ = ["MODES", "ErrorPolicy", "LocalExecutor", "Mode", "UnitFailure", "default_workers"]
 
@@ -55,6 +56,10 @@ class LocalExecutor:
     workers: int | None = None
     mode: Mode = "thread"
     name: str = "local"
+
+    def __post_init__(self) -> None:
+        if self.workers is not None:
+            parse_workers(self.workers)  # a whole number in 1..MAX_WORKERS, checked before anything starts
 
     def run(
         self,

@@ -47,10 +47,11 @@ class NullProgress:
 
 
 class Passes:
-    """A :class:`Progress` for work that goes over the same data ``passes`` times: each pass's bytes count
-    ``1 / passes``, so the bar's total is the data's size once and it is full when the last pass is."""
+    """A :class:`Progress` for work that goes over the same data ``passes`` times (a fraction where a pass
+    reads part of it): each pass's bytes count ``1 / passes``, so the bar's total is the data's size once
+    and it is full when the last pass is."""
 
-    def __init__(self, progress: Progress, passes: int) -> None:
+    def __init__(self, progress: Progress, passes: float) -> None:
         self._progress = progress
         self._step = scaled(progress.advance, 1.0 / max(1, passes))
         self._lock = threading.Lock()

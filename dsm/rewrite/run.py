@@ -1,6 +1,7 @@
-"""Running a rewrite: prepare it (format, proof, overlap, plan, destination), execute its units with
-resume, prove the rows, and mark it published. The engine under ``dsm convert-format``, ``dsm reshard``
-and a cutover's copy; the command (:mod:`dsm.commands.rewrite`) resolves, publishes and reports.
+"""Running a rewrite: prepare it (format, proof, overlap, plan), claim the destination, execute its units
+with resume, prove the rows, and clear its journal once published. The engine under ``dsm
+convert-format``, ``dsm reshard`` and a cutover's copy; the command (:mod:`dsm.commands.rewrite`)
+resolves, checks the destination against the registry, publishes and reports.
 
 Every source shard's checksum is checked before anything is written; every output file is written under a
 temporary name (renamed when complete) while its bytes are hashed and the rows handed to the writer are
@@ -11,6 +12,7 @@ result is byte-identical to an uninterrupted run, whatever the worker count.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,10 +24,12 @@ from dsm.engine import NullProgress, Progress, map_units
 from dsm.engine.progress import Passes
 from dsm.errors import CheckFailed, DatasetNotFound, InputError, SchemaError
 from dsm.formats import Format
+from dsm.hashing.checksum import algorithm_of, known_algorithms
 from dsm.hashing.fingerprint import ALGORITHM
 from dsm.hashing.permutation import Permutation
 from dsm.rewrite.execute import (
     RewriteContext,
+    SourceChanged,
     bucket_pieces,
     copy_unit,
     digest_of,
@@ -33,11 +37,11 @@ from dsm.rewrite.execute import (
     scatter_unit,
     source_format,
 )
-from dsm.rewrite.journal import Journal, is_journal_path, remove_temporaries
+from dsm.rewrite.journal import DestinationClaim, Journal, is_journal_path, remove_temporaries
 from dsm.rewrite.plan import OutputUnit, RewritePlan, plan_rewrite
-from dsm.rewrite.spec import RewriteSpec, estimate_rows_per_shard, locations_overlap
+from dsm.rewrite.spec import RewriteSpec, estimate_rows_per_shard
 from dsm.shards import DescribedShard, contract_location, dataset_fingerprint
-from dsm.storage import Location, location, redact
+from dsm.storage import Location, canonical_location, claimed_location, location, overlaps, redact
 from dsm.units import parse_size
 from dsm.validators import check_physical
 
@@ -59,9 +63,10 @@ PROOF_READ_BACK = "read-back"
 
 @dataclass(frozen=True, kw_only=True)
 class PreparedRewrite:
-    """A rewrite checked and planned, before anything is read or written: its source and destination, the
-    formats, the plan (whose ``key`` a resumed run must match), the lineage ``parameters`` of the version it
-    will publish, and what the destination already holds of it (``header``: this plan's journal header)."""
+    """A rewrite checked and planned, before anything at the destination is read or written: its source
+    and destination, the formats, the plan (whose ``key`` a resumed run must match) and the lineage
+    ``parameters`` of the version it will publish. The destination is inspected by
+    :func:`execute_rewrite`, under the destination's claim."""
 
     source: Contract
     spec: RewriteSpec
@@ -73,7 +78,7 @@ class PreparedRewrite:
     schema: pa.Schema
     parameters: Mapping[str, Any]
     read_back: bool
-    header: Mapping[str, Any] | None = None
+    overwrite: bool = False
     notes: tuple[str, ...] = ()
     out_schema: pa.Schema | None = None
     """What the target format's files hold (``Format.storage`` of ``schema``); ``schema`` when None."""
@@ -89,12 +94,9 @@ class PreparedRewrite:
         """The location the new contract records (credentials never included)."""
         return contract_location(self.dest)
 
-    @property
-    def published(self) -> str | None:
-        """The version this same plan published before (a run killed after publishing), if the journal
-        says so."""
-        value = self.header.get("published") if self.header is not None else None
-        return str(value) if value else None
+    def claim(self) -> DestinationClaim:
+        """The destination's claim (not yet taken: ``with job.claim().take():``)."""
+        return DestinationClaim(self.dest)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -118,11 +120,11 @@ def prepare_rewrite(
     read_back: bool = False,
     storage_options: Mapping[str, Any] | None = None,
 ) -> PreparedRewrite:
-    """Check ``spec`` against ``source`` and the destination, and plan the output files.
+    """Check ``spec`` against ``source`` and plan the output files; nothing at the destination is read.
 
     Refuses (nothing written) a target format that cannot hold the schema (SchemaError), a source without a
-    row fingerprint to prove against, a destination that overlaps the source or holds something else
-    (unless ``overwrite``; a published version never).
+    row fingerprint to prove against, and a destination that overlaps the source's location (compared as
+    canonical locations: a symlink or another spelling of it is the same place).
     """
     to = spec.format or source.format
     parameters: dict[str, Any] = spec.lineage_parameters()
@@ -146,10 +148,12 @@ def prepare_rewrite(
         )
     src_loc = location(source.location, storage_options)
     dest_loc = location(dest, storage_options)
-    if locations_overlap(src_loc, dest_loc):
+    pattern = source.metadata.get("source_glob")
+    held = claimed_location(src_loc, [s.path for s in source.shards], str(pattern) if pattern else None)
+    if overlaps(held, canonical_location(dest_loc)):
         raise InputError(
             f"destination {redact(dest)} overlaps the location of {source.ref} ({redact(source.location)}); "
-            "write to a folder of its own"
+            "write to a folder of its own; nothing was written"
         )
     rows_per_shard = spec.rows_per_shard
     if spec.shard_size is not None:
@@ -170,8 +174,7 @@ def prepare_rewrite(
     )
     # How the output was proven; recorded in the lineage, not in the plan (it changes no output byte).
     parameters["proof"] = PROOF_READ_BACK if read_back else PROOF_WRITTEN
-    header, notes = _prepare_destination(dest_loc, plan, overwrite)
-    notes += [f"{change} by {to} (exact: the same values and row fingerprint)" for change in storage.changes]
+    notes = [f"{change} by {to} (exact: the same values and row fingerprint)" for change in storage.changes]
     return PreparedRewrite(
         source=source,
         spec=spec,
@@ -183,27 +186,45 @@ def prepare_rewrite(
         schema=schema,
         parameters=parameters,
         read_back=read_back,
-        header=header,
+        overwrite=overwrite,
         notes=tuple(notes),
         out_schema=storage.schema,
     )
 
 
 def execute_rewrite(
-    job: PreparedRewrite, *, workers: int | None = None, progress: Progress | None = None
+    job: PreparedRewrite,
+    claim: DestinationClaim,
+    *,
+    workers: int | None = None,
+    progress: Progress | None = None,
 ) -> RewriteOutcome:
-    """Check the source shards, write (or resume) every output file, and prove the rows: CheckFailed, with
-    nothing registered, when a source shard fails its checksum or the rows differ from the source's."""
+    """With the destination's ``claim`` held: refuse a destination that holds something else (unless
+    ``overwrite``; a published version never), check the source shards, write (or resume) every output
+    file, and prove the rows: CheckFailed, with nothing registered, when a source shard fails its checksum
+    or the rows differ from the source's."""
     source, plan = job.source, job.plan
-    # Checking the sources, (a shuffle's scatter,) writing: passes over the same data, counted once.
-    progress = Passes(progress or NullProgress(), 3 if job.spec.shuffle else 2)
+    claim.check()
+    header, notes = _prepare_destination(job.dest, plan, job.overwrite)
+    # One read per source shard where a unit reads it whole: its checksum is checked from that read. The
+    # others (split between units, or a resumed run's) are checked before anything is written.
+    in_read = frozenset() if header is not None else whole_reads(plan)
+    in_read = frozenset(
+        s.path
+        for s in source.shards
+        if s.path in in_read and s.checksum and algorithm_of(s.checksum) in known_algorithms()
+    )
+    first = [s for s in source.shards if s.path not in in_read]
+    # The checks before writing, (a shuffle's scatter,) the writing: passes over the same data, counted once.
+    work = sum(s.bytes for s in first) + source.total_bytes * (2 if job.spec.shuffle else 1)
+    progress = Passes(progress or NullProgress(), work / max(1, source.total_bytes))
     progress.start(
         total_bytes=source.total_bytes,
         total_units=len(plan.units),
         description=f"{job.spec.operation} {source.ref}",
     )
     try:
-        notes = _check_sources(source, job.source_loc, workers, progress)
+        notes += _check_sources(source, first, job.source_loc, workers, progress)
         journal = Journal(job.dest, plan.key)
         journal.write_header(
             {"operation": job.spec.operation, "source": source.ref, "outputs": plan.paths, "published": None}
@@ -221,8 +242,13 @@ def execute_rewrite(
             journal=journal,
             progress=progress,
             read_back=job.read_back,
+            checked_in_read=in_read,
         )
-        results, resumed = _run(ctx, workers, resume=job.header is not None)
+        try:
+            results, resumed = _run(ctx, workers, resume=header is not None)
+        except SourceChanged as exc:
+            _undo(job.dest, journal)
+            raise CheckFailed(f"source {source.ref} failed its checks: {exc}") from None
     finally:
         progress.finish()
     total = dataset_fingerprint(r.digest for r in results)
@@ -248,23 +274,38 @@ def execute_rewrite(
     )
 
 
-def finish_rewrite(job: PreparedRewrite, published: str) -> None:
-    """Record at the destination that the plan is published as ``published`` and drop its unit records."""
-    journal = Journal(job.dest, job.plan.key)
-    journal.write_header(
-        {
-            "operation": job.spec.operation,
-            "source": job.source.ref,
-            "outputs": job.plan.paths,
-            "published": published,
-        }
-    )
-    journal.clear_units()
+def finish_rewrite(job: PreparedRewrite, claim: DestinationClaim) -> None:
+    """Once the new version is published: delete this plan's journal and the claim, so that the folder
+    holds the data files alone (a journal of another plan is not this rewrite's to delete)."""
+    claim.confirm()
+    header = Journal.read_header(job.dest)
+    if header is None or header.get("plan") == job.plan.key:
+        Journal(job.dest, job.plan.key).remove()
+    claim.remove()
 
 
-def _check_sources(source: Contract, loc: Location, workers: int | None, progress: Progress) -> list[str]:
-    """Check every source shard's size and checksum before anything is written; CheckFailed names the
-    shards that fail. Returns notes (shards that could not be verified)."""
+def _undo(dest: Location, journal: Journal) -> None:
+    """Remove what this run wrote at ``dest`` (its finished outputs, as journaled, its pass-1 files, its
+    records and journal header): a source that fails its checks leaves the destination as it was. Only
+    files this run recorded are removed: a file of another writer with an output's name stays."""
+    for record in journal.records("unit").values():
+        with contextlib.suppress(DatasetNotFound):
+            dest.remove(str(record["path"]))
+    journal.remove()
+
+
+def whole_reads(plan: RewritePlan) -> frozenset[str]:
+    """The source shards that the plan's units read whole (each once)."""
+    if plan.shuffle:
+        return frozenset(s.shard for s in plan.scatter if s.whole)
+    return frozenset(r.shard for u in plan.units for r in u.ranges if r.whole)
+
+
+def _check_sources(
+    source: Contract, shards: list[Shard], loc: Location, workers: int | None, progress: Progress
+) -> list[str]:
+    """Check the size and checksum of ``shards`` (of ``source``) before anything is written; CheckFailed
+    names the shards that fail. Returns notes (shards that could not be verified)."""
 
     def unit(shard: Shard) -> Any:
         try:
@@ -273,7 +314,7 @@ def _check_sources(source: Contract, loc: Location, workers: int | None, progres
             size = None
         return check_physical(loc, shard, actual_size=size, on_bytes=progress.advance)
 
-    checks = map_units(unit, source.shards, workers=workers)
+    checks = map_units(unit, shards, workers=workers)
     bad = [c for c in checks if c.status not in ("ok", "unverified")]
     if bad:
         shown = "; ".join(f"shard {c.path}: {c.status}: {c.detail}" for c in bad[:5])

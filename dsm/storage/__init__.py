@@ -18,7 +18,14 @@
 ('memory', [])
 """
 
-from dsm.storage.canonical import canonical_location, canonical_url, is_within
+from dsm.storage.canonical import (
+    canonical_location,
+    canonical_url,
+    claimed_location,
+    glob_of,
+    is_within,
+    overlaps,
+)
 from dsm.storage.failures import storage_error, storage_errors
 from dsm.storage.location import (
     TEMP_MARKER,
@@ -37,11 +44,14 @@ __all__ = [
     "Location",
     "canonical_location",
     "canonical_url",
+    "claimed_location",
     "compare_and_swap",
+    "glob_of",
     "is_temporary",
     "is_within",
     "location",
     "options_for",
+    "overlaps",
     "protocol_of",
     "public_url",
     "redact",
