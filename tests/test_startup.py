@@ -8,13 +8,12 @@ guard the import sets, not timings.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import importlib
 import inspect
 import pkgutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import typer
