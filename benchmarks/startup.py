@@ -88,7 +88,8 @@ def main() -> None:
     if args.baseline is not None:
         env = {**os.environ, "PYTHONPATH": str(args.baseline.resolve())}
         for name in list(TARGETS):
-            commands[f"{name} (baseline)"] = [sys.executable, "-m", "dsm", *commands[name][len(dsm) :]]
+            # -P: not the current folder first on the path (it may be this checkout)
+            commands[f"{name} (baseline)"] = [sys.executable, "-P", "-m", "dsm", *commands[name][len(dsm) :]]
             envs[f"{name} (baseline)"] = env
     for name, command in commands.items():  # warm the page cache and the bytecode
         run(command, envs[name])
