@@ -13,7 +13,6 @@ import inspect
 import pkgutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import typer
@@ -131,31 +130,4 @@ def test_options_are_coerced_as_typer_would() -> None:
 
 def test_loading_the_cli_imports_nothing_heavy() -> None:
     loaded = _imported_after("import dsm.cli.app")
-    assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
-
-
-def test_bytes_verify_imports_nothing_heavy(tmp_path: Path, sample_table) -> None:  # type: ignore[no-untyped-def]
-    write_parquet_shards(tmp_path / "data", sample_table, 2)
-    registry = tmp_path / "registry"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dsm",
-            "register",
-            str(tmp_path / "data"),
-            "--name",
-            "s",
-            "--registry",
-            str(registry),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    code = (
-        "import sys\nfrom dsm.cli.app import app\n"
-        f"try:\n    app(['verify', 's', '--registry', {str(registry)!r}])\nexcept SystemExit as e:\n"
-        "    assert e.code in (0, None), e.code\n"
-    )
-    loaded = _imported_after(code)
     assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
