@@ -146,6 +146,12 @@ COMMANDS: Final[tuple[CommandEntry, ...]] = (
         help="Delete the files dsm wrote for retired versions nothing else uses (a dry run unless --yes).",
     ),
     CommandEntry(
+        name="view",
+        module="view",
+        help="Browse rows in the terminal: a table over datasets of any size, the row by role (text, "
+        "chat,\nimages, JSON), RL episodes with playback, and the row diff against another version.",
+    ),
+    CommandEntry(
         name="cutover",
         module="cutover",
         help="Move a dataset and its alias to a new location or format in stages, with evidence and "

@@ -71,7 +71,7 @@ def _render(result: RewriteResult, json_output: bool) -> None:
         which = "unordered" if result.parameters.get("shuffle") else "unordered and ordered"
         console.print(f"  row fingerprint {fp.unordered[:16]} matches {result.source} ({which})")
     for note in result.notes:
-        console.print(f"  {note}")
+        console.print(f"  {note}", markup=False, highlight=False)  # type names hold [brackets]
 
 
 _CONVERT_EPILOG = (

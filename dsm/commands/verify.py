@@ -224,11 +224,11 @@ class _RowJob:
 
 
 def _check_job(job: _RowJob) -> RowCheck:
-    from dsm.formats import get_format
+    from dsm.formats import contract_format
     from dsm.validators.rows import check_rows
 
     loc = location(job.url, job.options)
-    return check_rows(loc, job.shard, get_format(job.contract.format), job.contract.schema.to_arrow())
+    return check_rows(loc, job.shard, contract_format(job.contract), job.contract.schema.to_arrow())
 
 
 def _dataset_fingerprint(
