@@ -19,6 +19,8 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, Thr
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
+from dsm.units import parse_workers
+
 __all__ = ["MODES", "ErrorPolicy", "LocalExecutor", "Mode", "UnitFailure", "default_workers"]
 
 T = TypeVar("T")
@@ -48,6 +50,10 @@ class LocalExecutor:
     workers: int | None = None
     mode: Mode = "thread"
     name: str = "local"
+
+    def __post_init__(self) -> None:
+        if self.workers is not None:
+            parse_workers(self.workers)  # a whole number in 1..MAX_WORKERS, checked before anything starts
 
     def run(
         self,

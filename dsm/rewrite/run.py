@@ -1,6 +1,7 @@
-"""Running a rewrite: prepare it (format, proof, overlap, plan, destination), execute its units with
-resume, prove the rows, and mark it published. The engine under ``dsm convert-format``, ``dsm reshard``
-and a cutover's copy; the command (:mod:`dsm.commands.rewrite`) resolves, publishes and reports.
+"""Running a rewrite: prepare it (format, proof, overlap, plan), claim the destination, execute its units
+with resume, prove the rows, and clear its journal once published. The engine under ``dsm
+convert-format``, ``dsm reshard`` and a cutover's copy; the command (:mod:`dsm.commands.rewrite`)
+resolves, checks the destination against the registry, publishes and reports.
 
 Every source shard's checksum is checked before anything is written; every output file is written under a
 temporary name (renamed when complete) while its bytes are hashed and the rows handed to the writer are
@@ -32,11 +33,11 @@ from dsm.rewrite.execute import (
     scatter_unit,
     source_format,
 )
-from dsm.rewrite.journal import Journal, is_journal_path, remove_temporaries
+from dsm.rewrite.journal import DestinationClaim, Journal, is_journal_path, remove_temporaries
 from dsm.rewrite.plan import RewritePlan, plan_rewrite
-from dsm.rewrite.spec import RewriteSpec, estimate_rows_per_shard, locations_overlap
+from dsm.rewrite.spec import RewriteSpec, estimate_rows_per_shard
 from dsm.shards import DescribedShard, contract_location, dataset_fingerprint
-from dsm.storage import Location, location, redact
+from dsm.storage import Location, canonical_location, claimed_location, location, overlaps, redact
 from dsm.units import parse_size
 from dsm.validators import check_physical
 
@@ -58,9 +59,10 @@ PROOF_READ_BACK = "read-back"
 
 @dataclass(frozen=True, kw_only=True)
 class PreparedRewrite:
-    """A rewrite checked and planned, before anything is read or written: its source and destination, the
-    formats, the plan (whose ``key`` a resumed run must match), the lineage ``parameters`` of the version it
-    will publish, and what the destination already holds of it (``header``: this plan's journal header)."""
+    """A rewrite checked and planned, before anything at the destination is read or written: its source
+    and destination, the formats, the plan (whose ``key`` a resumed run must match) and the lineage
+    ``parameters`` of the version it will publish. The destination is inspected by
+    :func:`execute_rewrite`, under the destination's claim."""
 
     source: Contract
     spec: RewriteSpec
@@ -72,7 +74,7 @@ class PreparedRewrite:
     schema: pa.Schema
     parameters: Mapping[str, Any]
     read_back: bool
-    header: Mapping[str, Any] | None = None
+    overwrite: bool = False
     notes: tuple[str, ...] = ()
     out_schema: pa.Schema | None = None
     """What the target format's files hold (``Format.storage`` of ``schema``); ``schema`` when None."""
@@ -88,12 +90,9 @@ class PreparedRewrite:
         """The location the new contract records (credentials never included)."""
         return contract_location(self.dest)
 
-    @property
-    def published(self) -> str | None:
-        """The version this same plan published before (a run killed after publishing), if the journal
-        says so."""
-        value = self.header.get("published") if self.header is not None else None
-        return str(value) if value else None
+    def claim(self) -> DestinationClaim:
+        """The destination's claim (not yet taken: ``with job.claim().take():``)."""
+        return DestinationClaim(self.dest)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -117,11 +116,11 @@ def prepare_rewrite(
     read_back: bool = False,
     storage_options: Mapping[str, Any] | None = None,
 ) -> PreparedRewrite:
-    """Check ``spec`` against ``source`` and the destination, and plan the output files.
+    """Check ``spec`` against ``source`` and plan the output files; nothing at the destination is read.
 
     Refuses (nothing written) a target format that cannot hold the schema (SchemaError), a source without a
-    row fingerprint to prove against, a destination that overlaps the source or holds something else
-    (unless ``overwrite``; a published version never).
+    row fingerprint to prove against, and a destination that overlaps the source's location (compared as
+    canonical locations: a symlink or another spelling of it is the same place).
     """
     to = spec.format or source.format
     parameters: dict[str, Any] = spec.lineage_parameters()
@@ -145,10 +144,12 @@ def prepare_rewrite(
         )
     src_loc = location(source.location, storage_options)
     dest_loc = location(dest, storage_options)
-    if locations_overlap(src_loc, dest_loc):
+    pattern = source.metadata.get("source_glob")
+    held = claimed_location(src_loc, [s.path for s in source.shards], str(pattern) if pattern else None)
+    if overlaps(held, canonical_location(dest_loc)):
         raise InputError(
             f"destination {redact(dest)} overlaps the location of {source.ref} ({redact(source.location)}); "
-            "write to a folder of its own"
+            "write to a folder of its own; nothing was written"
         )
     rows_per_shard = spec.rows_per_shard
     if spec.shard_size is not None:
@@ -169,8 +170,7 @@ def prepare_rewrite(
     )
     # How the output was proven; recorded in the lineage, not in the plan (it changes no output byte).
     parameters["proof"] = PROOF_READ_BACK if read_back else PROOF_WRITTEN
-    header, notes = _prepare_destination(dest_loc, plan, overwrite)
-    notes += [f"{change} by {to} (exact: the same values and row fingerprint)" for change in storage.changes]
+    notes = [f"{change} by {to} (exact: the same values and row fingerprint)" for change in storage.changes]
     return PreparedRewrite(
         source=source,
         spec=spec,
@@ -182,18 +182,26 @@ def prepare_rewrite(
         schema=schema,
         parameters=parameters,
         read_back=read_back,
-        header=header,
+        overwrite=overwrite,
         notes=tuple(notes),
         out_schema=storage.schema,
     )
 
 
 def execute_rewrite(
-    job: PreparedRewrite, *, workers: int | None = None, progress: Progress | None = None
+    job: PreparedRewrite,
+    claim: DestinationClaim,
+    *,
+    workers: int | None = None,
+    progress: Progress | None = None,
 ) -> RewriteOutcome:
-    """Check the source shards, write (or resume) every output file, and prove the rows: CheckFailed, with
-    nothing registered, when a source shard fails its checksum or the rows differ from the source's."""
+    """With the destination's ``claim`` held: refuse a destination that holds something else (unless
+    ``overwrite``; a published version never), check the source shards, write (or resume) every output
+    file, and prove the rows: CheckFailed, with nothing registered, when a source shard fails its checksum
+    or the rows differ from the source's."""
     source, plan = job.source, job.plan
+    claim.check()
+    header, notes = _prepare_destination(job.dest, plan, job.overwrite)
     progress = progress or NullProgress()
     progress.start(
         total_bytes=source.total_bytes * (3 if job.spec.shuffle else 2),
@@ -201,7 +209,7 @@ def execute_rewrite(
         description=f"{job.spec.operation} {source.ref}",
     )
     try:
-        notes = _check_sources(source, job.source_loc, workers, progress)
+        notes += _check_sources(source, job.source_loc, workers, progress)
         journal = Journal(job.dest, plan.key)
         journal.write_header(
             {"operation": job.spec.operation, "source": source.ref, "outputs": plan.paths, "published": None}
@@ -220,7 +228,7 @@ def execute_rewrite(
             progress=progress,
             read_back=job.read_back,
         )
-        results, resumed = _run(ctx, workers, resume=job.header is not None)
+        results, resumed = _run(ctx, workers, resume=header is not None)
     finally:
         progress.finish()
     total = dataset_fingerprint(r.digest for r in results)
@@ -246,18 +254,14 @@ def execute_rewrite(
     )
 
 
-def finish_rewrite(job: PreparedRewrite, published: str) -> None:
-    """Record at the destination that the plan is published as ``published`` and drop its unit records."""
-    journal = Journal(job.dest, job.plan.key)
-    journal.write_header(
-        {
-            "operation": job.spec.operation,
-            "source": job.source.ref,
-            "outputs": job.plan.paths,
-            "published": published,
-        }
-    )
-    journal.clear_units()
+def finish_rewrite(job: PreparedRewrite, claim: DestinationClaim) -> None:
+    """Once the new version is published: delete this plan's journal and the claim, so that the folder
+    holds the data files alone (a journal of another plan is not this rewrite's to delete)."""
+    claim.confirm()
+    header = Journal.read_header(job.dest)
+    if header is None or header.get("plan") == job.plan.key:
+        Journal(job.dest, job.plan.key).remove()
+    claim.remove()
 
 
 def _check_sources(source: Contract, loc: Location, workers: int | None, progress: Progress) -> list[str]:
