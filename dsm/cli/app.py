@@ -155,9 +155,9 @@ COMMANDS: Final[tuple[CommandEntry, ...]] = (
         name="serve",
         module="serve",
         help="Serve the registry in a browser, read-only: datasets, versions and lineage, rows by role "
-        "(text, chat,\nimages, audio, video, JSON), RL episodes, row diffs, cutovers and bench reports; every "
-        "page has a .json\ntwin. Classified fields stay masked unless --unmask FIELD (audited). Ctrl-C or "
-        "SIGTERM stops it\ncleanly (requests in flight finish; exit 0).",
+        "(text, chat,\nimages, audio, video, JSON), RL episodes, row diffs, cutovers and bench reports; "
+        "every page has a .json\ntwin. Classified fields stay masked unless --unmask FIELD (audited). "
+        "Ctrl-C or SIGTERM stops it\ncleanly (requests in flight finish; exit 0).",
     ),
     CommandEntry(
         name="cutover",
