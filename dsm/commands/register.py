@@ -209,16 +209,19 @@ def register(
     options = _read_options(scan)
     fmt = get_format(scan.format, **options)
     given = _schema_from_option(schema, reg) if schema is not None else None
-    stored = _infer_schema(scan, fmt, workers) if given is None or fmt.self_describing else None
-    arrow_schema = given.to_arrow() if given is not None else stored
-    if given is not None and stored is not None and fmt.self_describing:
-        # verify --deep compares the types a file stores with the contract's: they must agree now.
-        differences = schema_differences(arrow_schema, stored)
+    arrow_schema = given.to_arrow() if given is not None else _infer_schema(scan, fmt, workers)
+    # verify --deep compares the types a file stores with the contract's: with --schema, each shard's must
+    # agree now. Checked from the footer of the read that describes the shard (one read per shard).
+    check_stored = given is not None and fmt.self_describing
+
+    def stored_agrees(path: str, stored: pa.Schema) -> None:
+        differences = schema_differences(arrow_schema, stored.remove_metadata())
         if differences:
             raise SchemaError(
-                f"the shards do not hold the given schema: {'; '.join(differences)}; register without "
+                f"shard {path} does not hold the given schema: {'; '.join(differences)}; register without "
                 "--schema (the files' own schema), or rewrite the files"
             )
+
     problems = fmt.unsupported(arrow_schema)
     if problems:
         raise SchemaError(f"format {scan.format} cannot hold this schema: {'; '.join(problems)}")
@@ -236,14 +239,18 @@ def register(
         raise policy_error(verdict, f"register {name}")
     progress = progress or NullProgress()
     total = sum(f.size for f in scan.files)
-    progress.start(total_bytes=2 * total, total_units=len(scan.files), description=f"register {name}")
+    progress.start(total_bytes=total, total_units=len(scan.files), description=f"register {name}")
 
     def unit(info: FileInfo) -> DescribedShard:
-        found = describe_shard(
-            scan.root, info.path, fmt, arrow_schema, size=info.size, on_bytes=progress.advance
+        # One read per shard: the checksum comes from the bytes that are decoded.
+        return describe_shard(
+            scan.root,
+            info.path,
+            fmt,
+            arrow_schema,
+            on_bytes=progress.advance,
+            on_schema=(lambda stored: stored_agrees(info.path, stored)) if check_stored else None,
         )
-        progress.advance(info.size)
-        return found
 
     try:
         results = map_units(unit, scan.files, workers=workers or scan.root.io_workers)

@@ -24,6 +24,7 @@ from dsm.commands.policy import check_destination, policy_error
 from dsm.contract import Contract, Lineage
 from dsm.engine import Progress
 from dsm.errors import ConflictError, InputError
+from dsm.hashing import fingerprint_kernel
 from dsm.registry import Catalog, Registry, open_registry, parse_reference
 from dsm.rewrite.run import PreparedRewrite, execute_rewrite, finish_rewrite, prepare_rewrite
 from dsm.rewrite.spec import RewriteSpec
@@ -61,6 +62,7 @@ class RewriteResult:
     units_resumed: int
     already_published: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
+    provenance: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def shards(self) -> int:
@@ -90,6 +92,7 @@ class RewriteResult:
             "units_resumed": self.units_resumed,
             "already_published": self.already_published,
             "notes": list(self.notes),
+            "provenance": dict(self.provenance),
         }
 
 
@@ -210,6 +213,7 @@ def _result(
         units_resumed=resumed,
         already_published=already,
         notes=tuple(notes),
+        provenance=fingerprint_kernel.provenance(),
     )
 
 

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from dsm._version import tool_name
 from dsm.contract import Contract, Shard
 from dsm.engine import NullProgress, Progress, default_workers, map_units
 from dsm.errors import InputError
+from dsm.hashing import fingerprint_kernel
 from dsm.hashing.rowdigest import RowDigest
 from dsm.registry import Registry, resolve
 from dsm.storage import FileInfo, Location, location
 from dsm.storage.stores import RequestStats, request_stats
 from dsm.units import parse_workers
-from dsm.validators.physical import check_physical
+from dsm.validators.physical import PhysicalCheck, check_physical
 
 if TYPE_CHECKING:
     from dsm.shards import IgnoredFile
@@ -57,6 +59,7 @@ class VerifyReport:
     ignored: tuple[IgnoredFile, ...] = ()
     """Files at the location that are not data (``_SUCCESS``, ``*.crc``, ``README.md``...), as register
     ignores them: listed, never a failure."""
+    provenance: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -82,6 +85,7 @@ class VerifyReport:
             "summary": self.summary,
             "ignored": [f.to_dict() for f in self.ignored],
             "notes": list(self.notes),
+            "provenance": dict(self.provenance),
         }
 
 
@@ -134,7 +138,7 @@ def verify(
     listed = {f.path: f.size for f in loc.list_files()}
     progress = progress or NullProgress()
     progress.start(
-        total_bytes=contract.total_bytes * (2 if deep else 1),
+        total_bytes=contract.total_bytes,
         total_units=len(contract.shards),
         description=f"verify {contract.ref}",
     )
@@ -148,17 +152,29 @@ def verify(
         )
 
     try:
-        physical = map_units(physical_unit, contract.shards, workers=workers or loc.io_workers)
-        digests: list[RowDigest | None] = [None] * len(physical)
+        digests: list[RowDigest | None] = [None] * len(contract.shards)
         if deep:
-            to_decode = [i for i, r in enumerate(physical) if r.status == "ok"]
-            for i, rows in zip(
-                to_decode, _check_rows_of(contract, loc, to_decode, workers, progress), strict=True
-            ):
-                physical[i] = ShardReport(
-                    path=rows.path, status=rows.status, detail=rows.detail, verified_by="bytes+rows"
+            # One read per shard: bytes and rows are checked from the same read.
+            physical = []
+            for i, (bytes_check, rows) in enumerate(_check_deep(contract, loc, listed, workers, progress)):
+                if rows is None:
+                    physical.append(
+                        ShardReport(
+                            path=bytes_check.path,
+                            status=bytes_check.status,
+                            detail=bytes_check.detail,
+                            verified_by=bytes_check.verified_by,
+                        )
+                    )
+                    continue
+                physical.append(
+                    ShardReport(
+                        path=rows.path, status=rows.status, detail=rows.detail, verified_by="bytes+rows"
+                    )
                 )
                 digests[i] = rows.digest
+        else:
+            physical = map_units(physical_unit, contract.shards, workers=workers or loc.io_workers)
     finally:
         progress.finish()
     results = list(zip(physical, digests, strict=True))
@@ -185,6 +201,7 @@ def verify(
         fingerprint_match=match,
         notes=tuple(notes),
         ignored=tuple(ignored),
+        provenance=fingerprint_kernel.provenance() if deep else {"tool": tool_name()},
     )
 
 
@@ -209,28 +226,43 @@ def _storage_notes(
     return notes
 
 
-def _check_rows_of(
-    contract: Contract, loc: Location, indices: list[int], workers: int | None, progress: Progress
-) -> list[RowCheck]:
-    """Decode the shards at ``indices`` and check their rows, in shard order.
+def _check_deep(
+    contract: Contract, loc: Location, listed: Mapping[str, int], workers: int | None, progress: Progress
+) -> list[tuple[PhysicalCheck, RowCheck | None]]:
+    """Check every shard's bytes and rows from one read each (:func:`~dsm.validators.rows.check_shard`),
+    in shard order.
 
-    Hashing string values holds the GIL, so threads barely overlap on it: on local disk the shards are
-    checked in the engine's forked worker processes instead (each re-opens its shard by path); elsewhere
-    in threads (an in-process ``memory://`` store is not visible to another process). Arrow and the
-    format layer load only in :func:`_check_job`: a bytes-only verify starts in a fraction of the time.
+    Threads, where the compiled fingerprint kernel hashes with the GIL released (decoding releases it
+    too). The pure-Python path holds the GIL for every string value, so there, on local disk, the shards
+    are checked in the engine's forked worker processes instead (each re-opens its shard by path); an
+    in-process ``memory://`` store is not visible to another process, so it always gets threads. Arrow
+    and the format layer load only here and in :func:`_check_job`: a bytes-only verify starts in a
+    fraction of the time.
     """
+    from dsm.rewrite.plan import decoded_row_bytes
+    from dsm.shards import batch_rows_for
+
     options = dict(loc.options)
+    # Batches of a few MiB decoded, as the rewrite reads: wide rows (long texts, images) keep memory flat.
+    batch_rows = batch_rows_for(decoded_row_bytes(contract))
     jobs = [
-        _RowJob(url=contract.location, options=options, shard=contract.shards[i], contract=contract)
-        for i in indices
+        _RowJob(
+            url=contract.location,
+            options=options,
+            shard=shard,
+            actual_size=listed.get(shard.path),
+            contract=contract,
+            batch_rows=batch_rows,
+        )
+        for shard in contract.shards
     ]
 
-    def done(index: int, _: RowCheck) -> None:
+    def done(index: int, _: object) -> None:
         progress.advance(jobs[index].shard.bytes)
 
-    if loc.is_local:
+    if loc.is_local and not fingerprint_kernel.enabled():
         return map_units(_check_job, jobs, workers=workers or default_workers(), mode="process", on_done=done)
-    return map_units(_check_job, jobs, workers=workers or loc.io_workers, on_done=done)
+    return map_units(lambda job: _check_job(job, progress.advance), jobs, workers=workers or loc.io_workers)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -238,15 +270,28 @@ class _RowJob:
     url: str
     options: Mapping[str, Any]
     shard: Shard
+    actual_size: int | None
     contract: Contract
+    batch_rows: int
 
 
-def _check_job(job: _RowJob) -> RowCheck:
+def _check_job(
+    job: _RowJob, on_bytes: Callable[[int], None] | None = None
+) -> tuple[PhysicalCheck, RowCheck | None]:
     from dsm.formats import contract_format
-    from dsm.validators.rows import check_rows
+    from dsm.validators.rows import check_shard
 
     loc = location(job.url, job.options)
-    return check_rows(loc, job.shard, contract_format(job.contract), job.contract.schema.to_arrow())
+    schema = job.contract.schema.to_arrow()
+    return check_shard(
+        loc,
+        job.shard,
+        contract_format(job.contract),
+        schema,
+        actual_size=job.actual_size,
+        batch_rows=job.batch_rows,
+        on_bytes=on_bytes,
+    )
 
 
 def _dataset_fingerprint(

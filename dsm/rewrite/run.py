@@ -12,6 +12,7 @@ result is byte-identical to an uninterrupted run, whatever the worker count.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,10 +23,12 @@ from dsm.contract import Contract, DatasetFingerprint, Schema, Shard
 from dsm.engine import NullProgress, Progress, map_units
 from dsm.errors import CheckFailed, DatasetNotFound, InputError, SchemaError
 from dsm.formats import Format
+from dsm.hashing.checksum import algorithm_of, known_algorithms
 from dsm.hashing.fingerprint import ALGORITHM
 from dsm.hashing.permutation import Permutation
 from dsm.rewrite.execute import (
     RewriteContext,
+    SourceChanged,
     bucket_pieces,
     copy_unit,
     digest_of,
@@ -203,13 +206,22 @@ def execute_rewrite(
     claim.check()
     header, notes = _prepare_destination(job.dest, plan, job.overwrite)
     progress = progress or NullProgress()
+    # One read per source shard where a unit reads it whole: its checksum is checked from that read. The
+    # others (split between units, or a resumed run's) are checked before anything is written.
+    in_read = frozenset() if header is not None else whole_reads(plan)
+    in_read = frozenset(
+        s.path
+        for s in source.shards
+        if s.path in in_read and s.checksum and algorithm_of(s.checksum) in known_algorithms()
+    )
+    first = [s for s in source.shards if s.path not in in_read]
     progress.start(
-        total_bytes=source.total_bytes * (3 if job.spec.shuffle else 2),
+        total_bytes=sum(s.bytes for s in first) + source.total_bytes * (2 if job.spec.shuffle else 1),
         total_units=len(plan.units),
         description=f"{job.spec.operation} {source.ref}",
     )
     try:
-        notes += _check_sources(source, job.source_loc, workers, progress)
+        notes += _check_sources(source, first, job.source_loc, workers, progress)
         journal = Journal(job.dest, plan.key)
         journal.write_header(
             {"operation": job.spec.operation, "source": source.ref, "outputs": plan.paths, "published": None}
@@ -227,8 +239,13 @@ def execute_rewrite(
             journal=journal,
             progress=progress,
             read_back=job.read_back,
+            checked_in_read=in_read,
         )
-        results, resumed = _run(ctx, workers, resume=header is not None)
+        try:
+            results, resumed = _run(ctx, workers, resume=header is not None)
+        except SourceChanged as exc:
+            _undo(job.dest, journal)
+            raise CheckFailed(f"source {source.ref} failed its checks: {exc}") from None
     finally:
         progress.finish()
     total = dataset_fingerprint(r.digest for r in results)
@@ -264,9 +281,28 @@ def finish_rewrite(job: PreparedRewrite, claim: DestinationClaim) -> None:
     claim.remove()
 
 
-def _check_sources(source: Contract, loc: Location, workers: int | None, progress: Progress) -> list[str]:
-    """Check every source shard's size and checksum before anything is written; CheckFailed names the
-    shards that fail. Returns notes (shards that could not be verified)."""
+def _undo(dest: Location, journal: Journal) -> None:
+    """Remove what this run wrote at ``dest`` (its finished outputs, as journaled, its pass-1 files, its
+    records and journal header): a source that fails its checks leaves the destination as it was. Only
+    files this run recorded are removed: a file of another writer with an output's name stays."""
+    for record in journal.records("unit").values():
+        with contextlib.suppress(DatasetNotFound):
+            dest.remove(str(record["path"]))
+    journal.remove()
+
+
+def whole_reads(plan: RewritePlan) -> frozenset[str]:
+    """The source shards that the plan's units read whole (each once)."""
+    if plan.shuffle:
+        return frozenset(s.shard for s in plan.scatter if s.whole)
+    return frozenset(r.shard for u in plan.units for r in u.ranges if r.whole)
+
+
+def _check_sources(
+    source: Contract, shards: list[Shard], loc: Location, workers: int | None, progress: Progress
+) -> list[str]:
+    """Check the size and checksum of ``shards`` (of ``source``) before anything is written; CheckFailed
+    names the shards that fail. Returns notes (shards that could not be verified)."""
 
     def unit(shard: Shard) -> Any:
         try:
@@ -275,7 +311,7 @@ def _check_sources(source: Contract, loc: Location, workers: int | None, progres
             size = None
         return check_physical(loc, shard, actual_size=size, on_bytes=progress.advance)
 
-    checks = map_units(unit, source.shards, workers=workers)
+    checks = map_units(unit, shards, workers=workers)
     bad = [c for c in checks if c.status not in ("ok", "unverified")]
     if bad:
         shown = "; ".join(f"shard {c.path}: {c.status}: {c.detail}" for c in bad[:5])
