@@ -28,7 +28,7 @@ $(STAMP): pyproject.toml setup.py dsm/hashing/_rowhash.c | kernel-deps
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# The CPU build of torch where this machine has one (the CUDA build is several GB; no test uses a GPU).
 	$(BIN)/python -m pip install --quiet --only-binary :all: '$(TORCH_CPU)' || true
-.PHONY: demo test lint typecheck unit install kernel-deps browser bench clean screenshots
+	$(BIN)/python -m pip install --quiet -e '.[test,s3,azure,torch,web]'
 	rm -f $(VENV)/.installed-*
 	touch $@
 
@@ -71,8 +71,12 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
+# Tests run in PYTEST_WORKERS processes (pytest-xdist), a test file to each: the suite waits on servers, browsers
+# and subprocesses as much as it computes, and each worker starts the servers its files need.
+PYTEST_WORKERS ?= 2
+
 unit: install browser
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 test: lint typecheck unit
 
