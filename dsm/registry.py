@@ -15,6 +15,9 @@ a contract file path; :func:`resolve` turns one (or a :class:`Contract`, as it i
 every layer above. A reference to a deprecated version resolves, with a :class:`DeprecatedVersionWarning`;
 a version file whose body names another dataset or version than its path is refused.
 
+The module is longer than 600 lines because the registry's folder has one reader and writer: versions,
+aliases, statuses, the audit log and the catalog that lists them share its layout and atomic writes.
+
 >>> reg = Registry("memory://doc-registry")
 >>> reg.names()
 []

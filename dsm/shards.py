@@ -342,26 +342,29 @@ def read_once(
 
         return fetch
 
-    if loc.is_local:
-        with storage_errors(url, loc):
-            descriptor = os.open(loc.path(path), os.O_RDONLY)
-        try:
-            size = os.fstat(descriptor).st_size
-            read = fetching(lambda start, stop: os.pread(descriptor, stop - start, start))
-            yield OpenedOnce(file=OnePassFile(read, size, algorithms, on_bytes=on_bytes))
-        finally:
-            os.close(descriptor)
-        return
-    with loc.open(path, cache_type="none") as handle:
+    with about(shard=path):  # what fails in the read is about this shard
+        if loc.is_local:
+            with storage_errors(url, loc):
+                descriptor = os.open(loc.path(path), os.O_RDONLY)
+            try:
+                size = os.fstat(descriptor).st_size
+                read = fetching(lambda start, stop: os.pread(descriptor, stop - start, start))
+                yield OpenedOnce(file=OnePassFile(read, size, algorithms, on_bytes=on_bytes))
+            finally:
+                os.close(descriptor)
+            return
+        with loc.open(path, cache_type="none") as handle:
 
-        def ranged(start: int, stop: int) -> bytes:
-            handle.seek(start)
-            return bytes(handle.read(stop - start))
+            def ranged(start: int, stop: int) -> bytes:
+                handle.seek(start)
+                return bytes(handle.read(stop - start))
 
-        with storage_errors(url, loc):
-            size = int(getattr(handle, "size", None) or loc.size(path))
-        opened = _etag(getattr(handle, "details", None))
-        yield OpenedOnce(file=OnePassFile(fetching(ranged), size, algorithms, on_bytes=on_bytes), etag=opened)
+            with storage_errors(url, loc):
+                size = int(getattr(handle, "size", None) or loc.size(path))
+            opened = _etag(getattr(handle, "details", None))
+            yield OpenedOnce(
+                file=OnePassFile(fetching(ranged), size, algorithms, on_bytes=on_bytes), etag=opened
+            )
 
 
 def _store_checksum(loc: Location, rel: str, algorithm: str) -> tuple[ServerChecksum | None, list[str]]:
@@ -403,7 +406,7 @@ def measure_object(
     same digest from the bytes in the same pass. An ETag is never taken for a checksum.
     """
     server, algorithms = _store_checksum(loc, rel, algorithm)
-    with about(shard=rel), read_once(loc, rel, algorithms, on_bytes=on_bytes) as opened:
+    with read_once(loc, rel, algorithms, on_bytes=on_bytes) as opened:
         sums = opened.file.finish()
     return MeasuredObject(checksum=sums[algorithm], server_checksum=_trusted(server, opened, sums))
 
@@ -452,7 +455,7 @@ def describe_shard(
     shard.
     """
     server, algorithms = _store_checksum(loc, path, DEFAULT_ALGORITHM)
-    with about(shard=path), read_once(loc, path, algorithms, on_bytes=on_bytes) as opened:
+    with read_once(loc, path, algorithms, on_bytes=on_bytes) as opened:
         handle: IO[bytes] = opened.file  # type: ignore[assignment]
         if on_schema is not None and fmt.self_describing:
             on_schema(open_shard_schema(handle, loc, path, fmt))

@@ -288,3 +288,10 @@ def test_a_setting_patched_through_an_old_path_reaches_its_home_and_is_restored(
     assert home.READ_BATCH_BYTES == 1
     monkeypatch.undo()
     assert before == home.READ_BATCH_BYTES
+
+
+def test_no_benchmark_script_shadows_a_standard_module() -> None:
+    """`python benchmarks/x.py` puts benchmarks/ first on the path: a script named like a standard module
+    (benchmarks/inspect.py did) replaces that module for every other script there and for what they import."""
+    names = {path.stem for path in (ROOT / "benchmarks").glob("*.py")}
+    assert not names & set(sys.stdlib_module_names)

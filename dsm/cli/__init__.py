@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import traceback
 import warnings
+from collections.abc import Mapping
 from typing import Any, Final, NoReturn
 
 import typer
@@ -84,7 +85,7 @@ def _command_path(ctx: Any) -> str:
     group: Any = ctx.command
     for arg in _arguments(ctx):
         commands = getattr(group, "commands", None)
-        if arg.startswith("-") or not isinstance(commands, dict) or arg not in commands:
+        if arg.startswith("-") or not isinstance(commands, Mapping) or arg not in commands:
             break
         words.append(arg)
         group = commands[arg]

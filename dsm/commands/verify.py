@@ -15,6 +15,7 @@ from dsm.engine import (
     default_workers,
     map_units,
     report_progress,
+    rows_as_bytes,
 )
 from dsm.errors import InputError
 from dsm.hashing import fingerprint_kernel
@@ -302,7 +303,7 @@ def _check_deep(
         for shard in contract.shards
     ]
 
-    # Each job reports the bytes it reads as it reads them (report_progress), from threads or forked workers.
+    # Each job reports its rows as it checks them (report_progress), from threads or forked workers alike.
     if loc.is_local and not fingerprint_kernel.enabled():
         return map_units(
             _check_job,
@@ -330,12 +331,13 @@ def _check_job(job: _RowJob) -> tuple[PhysicalCheck, RowCheck | None]:
 
     loc = location(job.url, job.options)
     schema = job.contract.schema.to_arrow()
-    read = [0]
+    done = [0]
 
-    def on_bytes(nbytes: int) -> None:
-        read[0] += nbytes
+    def moved(nbytes: int) -> None:
+        done[0] += nbytes
         report_progress(nbytes)
 
+    # The bar moves as rows are checked, each row its share of the shard's bytes (the one read hashes them).
     found = check_shard(
         loc,
         job.shard,
@@ -343,9 +345,9 @@ def _check_job(job: _RowJob) -> tuple[PhysicalCheck, RowCheck | None]:
         schema,
         actual_size=job.actual_size,
         batch_rows=job.batch_rows,
-        on_bytes=on_bytes,
+        on_rows=rows_as_bytes(moved, job.shard.bytes, job.shard.rows),
     )
-    report_progress(max(0, job.shard.bytes - read[0]))  # not read (missing, resized, failed): done too
+    report_progress(max(0, job.shard.bytes - done[0]))  # not read or not decoded to the end: done too
     return found
 
 

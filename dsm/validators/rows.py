@@ -9,7 +9,7 @@ from typing import IO
 import pyarrow as pa
 
 from dsm.contract import Shard
-from dsm.errors import DatasetNotFound, FormatError, SchemaError, about
+from dsm.errors import DatasetNotFound, FormatError, SchemaError
 from dsm.formats import DEFAULT_BATCH_ROWS, Format
 from dsm.hashing.checksum import algorithm_of
 from dsm.hashing.onepass import ShortRead
@@ -105,18 +105,20 @@ def check_shard(
     actual_size: int | None,
     batch_rows: int = DEFAULT_BATCH_ROWS,
     on_bytes: Callable[[int], None] | None = None,
+    on_rows: Callable[[int], None] | None = None,
 ) -> tuple[PhysicalCheck, RowCheck | None]:
     """Both checks of one shard from one read (``verify --deep``): its bytes against the checksum and its
     decoded rows against the fingerprint, the checksum taken from the bytes that are decoded
-    (:func:`~dsm.shards.read_once`). The rows are None when the bytes already fail (or were not read)."""
+    (:func:`~dsm.shards.read_once`). The rows are None when the bytes already fail (or were not read).
+    ``on_bytes`` hears of the bytes hashed, ``on_rows`` of the rows decoded, as they go."""
     decided = precheck(shard, actual_size=actual_size)
     if decided is not None:
         return decided, None
     algorithm = algorithm_of(shard.checksum or "")
     try:
-        with about(shard=shard.path), read_once(loc, shard.path, (algorithm,), on_bytes=on_bytes) as opened:
+        with read_once(loc, shard.path, (algorithm,), on_bytes=on_bytes) as opened:
             handle: IO[bytes] = opened.file  # type: ignore[assignment]
-            rows = check_rows(loc, shard, fmt, schema, batch_rows=batch_rows, handle=handle)
+            rows = check_rows(loc, shard, fmt, schema, on_rows=on_rows, batch_rows=batch_rows, handle=handle)
             # Every byte the decoder did not ask for (or did not reach, if it failed) is hashed here.
             actual = opened.file.finish()[algorithm]
     except DatasetNotFound as exc:
