@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# The CPU build of torch where this machine has one (the CUDA build is several GB; no test uses a GPU).
 	$(BIN)/python -m pip install --quiet --only-binary :all: '$(TORCH_CPU)' || true
-	$(BIN)/python -m pip install --quiet -e '.[test,s3,azure,torch]'
+	$(BIN)/python -m pip install --quiet -e '.[test,s3,azure,torch,ray]'
 	rm -f $(VENV)/.installed-*
 	touch $@
 

@@ -6,14 +6,23 @@ from typing import Annotated
 
 import typer
 
-from dsm.cli.options import JsonOpt, RegistryOpt, StorageOpt, WorkersOpt, storage_options
-from dsm.cli.render import console, human_bytes, print_json, progress_for
+from dsm.cli.options import (
+    EngineOpt,
+    JsonOpt,
+    RayAddressOpt,
+    RegistryOpt,
+    StorageOpt,
+    WorkersOpt,
+    storage_options,
+)
+from dsm.cli.render import console, engine_line, human_bytes, print_json, progress_for
 
 __all__ = ["add_to", "register"]
 
 _EPILOG = (
     "Examples:\n\n  dsm register data/web-text/ --name web-text\n\n"
-    "  dsm register 's3://bucket/logs/*.jsonl' --name logs --schema logs-schema.yaml --json"
+    "  dsm register 's3://bucket/logs/*.jsonl' --name logs --schema logs-schema.yaml --json\n\n"
+    "  dsm register s3://bucket/web-text/ --name web-text --engine ray --ray-address HEAD:6379"
 )
 
 
@@ -33,13 +42,19 @@ def register(
     owner: Annotated[list[str] | None, typer.Option("--owner", help="An owner (repeatable).")] = None,
     key: Annotated[list[str] | None, typer.Option("--key", help="A key field (repeatable).")] = None,
     workers: WorkersOpt = None,
+    engine: EngineOpt = None,
+    ray_address: RayAddressOpt = None,
     registry: RegistryOpt = None,
     storage_option: StorageOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
     """Scan shards and write a new version of the dataset's contract."""
     import dsm.commands.register as register_command
+    from dsm.engine import open_executor
 
+    # The executor is made here (it connects only when units run) so that the line below can say where
+    # they ran: the library returns the contract itself.
+    executor = open_executor(engine, ray_address=ray_address, workers=workers)
     contract = register_command.register(
         source,
         name=name,
@@ -50,6 +65,7 @@ def register(
         owners=owner or (),
         key=key or (),
         workers=workers,
+        engine=executor,
         storage_options=storage_options(storage_option),
         progress=progress_for(json_output),
     )
@@ -62,6 +78,9 @@ def register(
         f"{contract.total_rows:,} rows, {human_bytes(contract.total_bytes)}"
         + (f", fingerprint {fp.unordered[:16]}" if fp else "")
     )
+    ran = engine_line(executor.report())
+    if ran:
+        console.print(f"  {ran}")
 
 
 def add_to(app: typer.Typer) -> None:

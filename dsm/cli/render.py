@@ -33,6 +33,7 @@ __all__ = [
     "BarProgress",
     "console",
     "duration",
+    "engine_line",
     "err_console",
     "human_bytes",
     "money",
@@ -62,6 +63,19 @@ class _StreamConsole(Console):
 
 console = _StreamConsole()
 err_console = _StreamConsole(stderr=True)
+
+
+def engine_line(report: Any) -> str | None:
+    """``ran on ray at 10.0.0.5:6379: 3 nodes, 48 CPUs, 1 retry`` for an engine other than local."""
+    if report is None or report.engine == "local":
+        return None
+    retries = "retries not counted" if report.retries is None else f"{report.retries} retries"
+    if report.retries == 1:
+        retries = "1 retry"
+    return (
+        f"ran on {report.engine} at {report.address}: {report.nodes} node(s), {report.cpus} CPUs, {retries}"
+        f" (start-up {seconds(report.startup_seconds)})"
+    )
 
 
 def print_json(data: Any) -> None:

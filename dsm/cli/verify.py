@@ -8,8 +8,16 @@ import typer
 from rich.table import Table
 
 from dsm.cli import checks_failed
-from dsm.cli.options import JsonOpt, RegistryOpt, StorageOpt, WorkersOpt, storage_options
-from dsm.cli.render import console, print_json, progress_for
+from dsm.cli.options import (
+    EngineOpt,
+    JsonOpt,
+    RayAddressOpt,
+    RegistryOpt,
+    StorageOpt,
+    WorkersOpt,
+    storage_options,
+)
+from dsm.cli.render import console, engine_line, print_json, progress_for
 
 if TYPE_CHECKING:
     from dsm.commands.verify import VerifyReport
@@ -19,6 +27,7 @@ __all__ = ["add_to", "verify"]
 _EPILOG = (
     "Examples:\n\n  dsm verify web-text@prod\n\n  dsm verify web-text@3 --deep --json\n\n"
     "  dsm verify web-text@prod --fast   (S3/Azure: use the store's checksums, read nothing)\n\n"
+    "  dsm verify web-text@3 --deep --engine ray --ray-address HEAD:6379\n\n"
     "Exit codes: 0 every shard holds, 1 a shard failed a check, 2 bad input, 3 storage failure."
 )
 
@@ -40,6 +49,8 @@ def verify(
         ),
     ] = False,
     workers: WorkersOpt = None,
+    engine: EngineOpt = None,
+    ray_address: RayAddressOpt = None,
     registry: RegistryOpt = None,
     storage_option: StorageOpt = None,
     json_output: JsonOpt = False,
@@ -53,6 +64,8 @@ def verify(
         fast=fast,
         registry=registry,
         workers=workers,
+        engine=engine,
+        ray_address=ray_address,
         storage_options=storage_options(storage_option),
         progress=progress_for(json_output),
     )
@@ -77,6 +90,9 @@ def _render_verify(report: VerifyReport) -> None:
     summary = ", ".join(f"{n} {status}" for status, n in report.summary.items())
     verdict = "[bold green]OK[/]" if report.ok else "[bold red]FAILED[/]"
     console.print(f"{verdict} {report.dataset} ({'deep' if report.deep else 'bytes'}): {summary}")
+    ran = engine_line(report.engine)
+    if ran:
+        console.print(f"  {ran}")
     for note in report.notes:
         console.print(f"  {note}")
 

@@ -6,6 +6,7 @@ import fnmatch
 import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
@@ -13,7 +14,7 @@ import yaml
 
 from dsm._version import tool_name
 from dsm.contract import Contract, Lineage, Schema
-from dsm.engine import NullProgress, Progress, map_units
+from dsm.engine import Executor, NullProgress, Progress, map_units, open_executor
 from dsm.errors import ContractError, InputError, SchemaError
 from dsm.formats import Format, detect_format, get_format
 from dsm.registry import Registry, load_contract_file, open_registry
@@ -107,12 +108,29 @@ def _schema_from_option(schema: str | Schema | Contract, registry: Registry) -> 
     return registry.resolve(schema).schema
 
 
-def _infer_schema(scan: ScannedSource, fmt: Format, workers: int | None) -> pa.Schema:
+def _stored_schema(root: Location, fmt: Format, info: FileInfo) -> pa.Schema:
+    """One unit of schema inference: the schema one shard stores."""
+    return shard_schema(root, info.path, fmt)
+
+
+def _describe(root: Location, fmt: Format, schema: pa.Schema, info: FileInfo) -> DescribedShard:
+    """One unit of a register: a shard's size, checksum, rows and fingerprints."""
+    return describe_shard(root, info.path, fmt, schema, size=info.size)
+
+
+def _infer_schema(
+    scan: ScannedSource, fmt: Format, workers: int | None, executor: Executor | None = None
+) -> pa.Schema:
     """Self-describing formats: every shard's stored schema, which must agree. Text: the first shard's."""
     first = scan.files[0].path
     if not fmt.self_describing:
         return shard_schema(scan.root, first, fmt)
-    schemas = map_units(lambda f: shard_schema(scan.root, f.path, fmt), scan.files, workers=workers)
+    schemas = map_units(
+        partial(_stored_schema, scan.root, fmt),
+        scan.files,
+        workers=workers or scan.root.io_workers,
+        executor=executor,
+    )
     reference = schemas[0]
     for info, found in zip(scan.files, schemas, strict=True):
         problems = schema_differences(reference.remove_metadata(), found.remove_metadata())
@@ -136,23 +154,28 @@ def register(
     owners: Sequence[str] = (),
     key: Sequence[str] = (),
     workers: int | None = None,
+    engine: str | Executor | None = None,
+    ray_address: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
     progress: Progress | None = None,
 ) -> Contract:
     """Scan the shards at ``source`` and publish a new version of contract ``name``; return it.
 
     Computes per shard its bytes, rows, ``xxh3-128`` checksum and row fingerprints, and the dataset's
-    fingerprint. Nothing is written unless every shard decodes under the schema.
+    fingerprint. Nothing is written unless every shard decodes under the schema. The shards are read on
+    ``engine`` (``"local"`` or ``"ray"``, with ``ray_address``; default ``DSM_ENGINE``, else local),
+    which the lineage records; the contract is the same on every engine.
 
     >>> contract = register("data/web-text/", name="web-text")  # doctest: +SKIP
     >>> contract.ref  # doctest: +SKIP
     'web-text@1'
     """
+    executor = open_executor(engine, ray_address=ray_address, workers=workers)
     reg = open_registry(registry, storage_options)
     scan = scan_source(source, format=format, storage_options=storage_options)
     fmt = get_format(scan.format)
     given = _schema_from_option(schema, reg) if schema is not None else None
-    arrow_schema = given.to_arrow() if given is not None else _infer_schema(scan, fmt, workers)
+    arrow_schema = given.to_arrow() if given is not None else _infer_schema(scan, fmt, workers, executor)
     problems = fmt.unsupported(arrow_schema)
     if problems:
         raise SchemaError(f"format {scan.format} cannot hold this schema: {'; '.join(problems)}")
@@ -160,15 +183,17 @@ def register(
     total = sum(f.size for f in scan.files)
     progress.start(total_bytes=2 * total, total_units=len(scan.files), description=f"register {name}")
 
-    def unit(info: FileInfo) -> DescribedShard:
-        found = describe_shard(
-            scan.root, info.path, fmt, arrow_schema, size=info.size, on_bytes=progress.advance
-        )
-        progress.advance(info.size)
-        return found
+    def done(index: int, _: DescribedShard) -> None:
+        progress.advance(2 * scan.files[index].size)
 
     try:
-        results = map_units(unit, scan.files, workers=workers or scan.root.io_workers)
+        results = map_units(
+            partial(_describe, scan.root, fmt, arrow_schema),
+            scan.files,
+            workers=workers or scan.root.io_workers,
+            on_done=done,
+            executor=executor,
+        )
     finally:
         progress.finish()
     metadata = {"source_glob": scan.pattern} if scan.pattern else {}
@@ -183,7 +208,7 @@ def register(
         fingerprint=dataset_fingerprint(r.digest for r in results),
         lineage=Lineage(
             operation="register",
-            parameters={"source": redact(source), "format": scan.format},
+            parameters={"source": redact(source), "format": scan.format, "engine": executor.name},
             tool=tool_name(),
             created=utc_now_text(),
         ),

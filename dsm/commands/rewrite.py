@@ -20,7 +20,7 @@ from typing import Any
 from dsm._moved import forwarding
 from dsm._version import tool_name
 from dsm.contract import Contract, Lineage
-from dsm.engine import Progress
+from dsm.engine import EngineReport, Executor, Progress, open_executor
 from dsm.errors import DatasetNotFound, InputError
 from dsm.registry import Registry, open_registry, parse_reference
 from dsm.rewrite.plan import RewritePlan
@@ -59,6 +59,8 @@ class RewriteResult:
     units_resumed: int
     already_published: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
+    engine: EngineReport | None = None
+    """Where the units ran (None when nothing ran: the version was already published)."""
 
     @property
     def shards(self) -> int:
@@ -88,6 +90,7 @@ class RewriteResult:
             "units_resumed": self.units_resumed,
             "already_published": self.already_published,
             "notes": list(self.notes),
+            "engine": self.engine.to_dict() if self.engine is not None else None,
         }
 
 
@@ -111,6 +114,9 @@ def rewrite(
     workers: int | None = None,
     overwrite: bool = False,
     read_back: bool = False,
+    spill_dir: str | None = None,
+    engine: str | Executor | None = None,
+    ray_address: str | None = None,
     lineage: Mapping[str, Any] | None = None,
     registry: str | Registry | None = None,
     storage_options: Mapping[str, Any] | None = None,
@@ -118,7 +124,11 @@ def rewrite(
 ) -> RewriteResult:
     """Rewrite ``ref`` at ``dest`` as ``spec`` says and publish it as the next version of its name (or
     ``name``). ``lineage`` adds entries to the new version's lineage parameters and metadata (a cutover
-    records its id so). :func:`convert_format` and :func:`reshard` are this with their keywords."""
+    records its id so). :func:`convert_format` and :func:`reshard` are this with their keywords.
+
+    ``engine`` (``"local"`` or ``"ray"``; default ``DSM_ENGINE``, else local) runs the units, with
+    ``ray_address`` for Ray (else ``RAY_ADDRESS``, else a local Ray started for the job): the files, their
+    names and bytes are the same on every engine; the new version's lineage records which one ran."""
     reg = open_registry(registry, storage_options)
     source = reg.resolve(ref)
     target_name = name or source.name
@@ -126,7 +136,13 @@ def rewrite(
         raise InputError(f"--name {target_name!r} is a name, without a version or alias")
     parse_reference(target_name)
     job = prepare_rewrite(
-        source, dest, spec, overwrite=overwrite, read_back=read_back, storage_options=storage_options
+        source,
+        dest,
+        spec,
+        overwrite=overwrite,
+        read_back=read_back,
+        spill_dir=spill_dir,
+        storage_options=storage_options,
     )
     parameters = dict(job.parameters)
     notes = list(job.notes)
@@ -137,8 +153,10 @@ def rewrite(
             done = None
         if done is not None and done.metadata.get("rewrite_plan") == job.plan.key:
             return _result(done, source, spec.operation, parameters, 0, len(job.plan.units), True, notes)
-    outcome = execute_rewrite(job, workers=workers, progress=progress)
+    executor = open_executor(engine, ray_address=ray_address, workers=workers)
+    outcome = execute_rewrite(job, workers=workers, progress=progress, executor=executor)
     notes += outcome.notes
+    parameters["engine"] = executor.name
     published = _published_already(reg, target_name, job.plan, job.dest_url)
     if published is None:
         extra = dict(lineage or {})
@@ -172,6 +190,7 @@ def rewrite(
         outcome.units_resumed,
         False,
         notes,
+        executor.report(),
     )
 
 
@@ -184,6 +203,7 @@ def _result(
     resumed: int,
     already: bool,
     notes: list[str],
+    engine: EngineReport | None = None,
 ) -> RewriteResult:
     if already:
         notes = [*notes, f"{contract.ref} was already published by this same rewrite; nothing was rewritten"]
@@ -199,6 +219,7 @@ def _result(
         units_resumed=resumed,
         already_published=already,
         notes=tuple(notes),
+        engine=engine,
     )
 
 
@@ -229,6 +250,8 @@ def convert_format(
     workers: int | None = None,
     overwrite: bool = False,
     read_back: bool = False,
+    engine: str | Executor | None = None,
+    ray_address: str | None = None,
     registry: str | Registry | None = None,
     storage_options: Mapping[str, Any] | None = None,
     progress: Progress | None = None,
@@ -242,6 +265,7 @@ def convert_format(
     (``fingerprint.unordered`` and ``ordered`` must both match). The proof digests the batches handed to
     the writer and hashes the bytes as written; ``read_back=True`` re-reads every written file instead,
     which also catches a writer that changes a value (slower). Running it again after a crash resumes.
+    ``engine`` and ``ray_address`` choose where the units run (see :func:`rewrite`).
     ``to=`` is the old name of ``format=`` (until dsm 0.3).
 
     >>> convert_format("logs@2", "data/logs-parquet/", format="parquet", compression="zstd")  # doctest: +SKIP
@@ -264,6 +288,8 @@ def convert_format(
         workers=workers,
         overwrite=overwrite,
         read_back=read_back,
+        engine=engine,
+        ray_address=ray_address,
         registry=registry,
         storage_options=storage_options,
         progress=progress,
@@ -288,6 +314,9 @@ def reshard(
     workers: int | None = None,
     overwrite: bool = False,
     read_back: bool = False,
+    spill_dir: str | None = None,
+    engine: str | Executor | None = None,
+    ray_address: str | None = None,
     registry: str | Registry | None = None,
     storage_options: Mapping[str, Any] | None = None,
     progress: Progress | None = None,
@@ -300,7 +329,9 @@ def reshard(
     ``shuffle`` the rows are permuted across all files by a permutation fixed by ``seed`` (default 0):
     the same seed always gives the same files. ``format`` also converts the format (``to=`` is its old
     name, until dsm 0.3). Checks, proof (``read_back``) and resume are those of :func:`convert_format`;
-    the unordered fingerprint must match, and the ordered one unless shuffled.
+    the unordered fingerprint must match, and the ordered one unless shuffled. ``spill_dir`` (a URL every
+    worker can reach) holds a shuffle's pass-1 files instead of the destination's journal folder; they
+    are deleted when the new version is published. ``engine`` and ``ray_address`` are :func:`rewrite`'s.
 
     >>> reshard("web-text@3", "data/web-text-64/", num_shards=64, shuffle=True, seed=7)  # doctest: +SKIP
     """
@@ -325,6 +356,9 @@ def reshard(
         workers=workers,
         overwrite=overwrite,
         read_back=read_back,
+        spill_dir=spill_dir,
+        engine=engine,
+        ray_address=ray_address,
         registry=registry,
         storage_options=storage_options,
         progress=progress,

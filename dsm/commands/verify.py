@@ -7,10 +7,20 @@ import posixpath
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from dsm.contract import Contract, Shard
-from dsm.engine import NullProgress, Progress, default_workers, map_units
+from dsm.contract import Contract, Schema, Shard
+from dsm.engine import (
+    EngineReport,
+    Executor,
+    Mode,
+    NullProgress,
+    Progress,
+    default_workers,
+    map_units,
+    open_executor,
+)
 from dsm.errors import InputError
 from dsm.hashing.rowdigest import RowDigest
 from dsm.registry import Registry, resolve
@@ -54,6 +64,8 @@ class VerifyReport:
     shards: tuple[ShardReport, ...]
     fingerprint_match: bool | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    engine: EngineReport | None = None
+    """Where the shards were read and checked."""
 
     @property
     def ok(self) -> bool:
@@ -78,6 +90,7 @@ class VerifyReport:
             "shards": [s.to_dict() for s in self.shards],
             "summary": self.summary,
             "notes": list(self.notes),
+            "engine": self.engine.to_dict() if self.engine is not None else None,
         }
 
 
@@ -101,6 +114,8 @@ def verify(
     fast: bool = False,
     registry: str | Registry | None = None,
     workers: int | None = None,
+    engine: str | Executor | None = None,
+    ray_address: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
     progress: Progress | None = None,
 ) -> VerifyReport:
@@ -108,7 +123,9 @@ def verify(
     ``deep``, also the schema, row count and row fingerprint of its decoded rows. Files at the location
     that the contract does not list are reported as ``extra``. With ``fast``, shards whose contract
     records a ``server_checksum`` are checked against the object store's full-object checksum without
-    being read (``verified_by: server``); the others are read as usual.
+    being read (``verified_by: server``); the others are read as usual. The shards are read on
+    ``engine`` (``"local"`` or ``"ray"``, with ``ray_address``; default ``DSM_ENGINE``, else local); the
+    report is the same on every engine, apart from its ``engine`` field.
 
     >>> report = verify("web-text@prod", deep=True)  # doctest: +SKIP
     >>> report.ok, report.summary  # doctest: +SKIP
@@ -116,6 +133,7 @@ def verify(
     """
     if fast and deep:
         raise InputError("--fast and --deep exclude each other: --deep reads every byte of every shard")
+    executor = open_executor(engine, ray_address=ray_address, workers=workers)
     contract = resolve(ref, registry, storage_options)
     loc = location(contract.location, storage_options)
     stats = request_stats(loc)
@@ -128,22 +146,22 @@ def verify(
         description=f"verify {contract.ref}",
     )
 
-    def physical_unit(shard: Shard) -> ShardReport:
-        physical = check_physical(
-            loc, shard, actual_size=listed.get(shard.path), on_bytes=progress.advance, fast=fast
-        )
-        return ShardReport(
-            path=shard.path, status=physical.status, detail=physical.detail, verified_by=physical.verified_by
-        )
+    def done(index: int, _: ShardReport) -> None:
+        progress.advance(contract.shards[index].bytes)
 
     try:
-        physical = map_units(physical_unit, contract.shards, workers=workers or loc.io_workers)
+        physical = map_units(
+            partial(_physical_unit, loc, fast),
+            [(shard, listed.get(shard.path)) for shard in contract.shards],
+            workers=workers or loc.io_workers,
+            on_done=done,
+            executor=executor,
+        )
         digests: list[RowDigest | None] = [None] * len(physical)
         if deep:
             to_decode = [i for i, r in enumerate(physical) if r.status == "ok"]
-            for i, rows in zip(
-                to_decode, _check_rows_of(contract, loc, to_decode, workers, progress), strict=True
-            ):
+            checked = _check_rows_of(contract, loc, to_decode, workers, progress, executor)
+            for i, rows in zip(to_decode, checked, strict=True):
                 physical[i] = ShardReport(
                     path=rows.path, status=rows.status, detail=rows.detail, verified_by="bytes+rows"
                 )
@@ -167,6 +185,16 @@ def verify(
         shards=tuple(reports),
         fingerprint_match=match,
         notes=tuple(notes),
+        engine=executor.report(),
+    )
+
+
+def _physical_unit(loc: Location, fast: bool, item: tuple[Shard, int | None]) -> ShardReport:
+    """One unit of a verify: a shard's presence, size and checksum (``item``: it and its listed size)."""
+    shard, size = item
+    physical = check_physical(loc, shard, actual_size=size, fast=fast)
+    return ShardReport(
+        path=shard.path, status=physical.status, detail=physical.detail, verified_by=physical.verified_by
     )
 
 
@@ -192,43 +220,37 @@ def _storage_notes(
 
 
 def _check_rows_of(
-    contract: Contract, loc: Location, indices: list[int], workers: int | None, progress: Progress
+    contract: Contract,
+    loc: Location,
+    indices: list[int],
+    workers: int | None,
+    progress: Progress,
+    executor: Executor,
 ) -> list[RowCheck]:
     """Decode the shards at ``indices`` and check their rows, in shard order.
 
-    Hashing string values holds the GIL, so threads barely overlap on it: on local disk the shards are
-    checked in the engine's forked worker processes instead (each re-opens its shard by path); elsewhere
-    in threads (an in-process ``memory://`` store is not visible to another process). Arrow and the
-    format layer load only in :func:`_check_job`: a bytes-only verify starts in a fraction of the time.
+    Hashing string values holds the GIL, so threads barely overlap on it: on local disk the local engine
+    checks the shards in forked worker processes instead; elsewhere in threads (an in-process
+    ``memory://`` store is not visible to another process). Arrow and the format layer load only in
+    :func:`_check_job`: a bytes-only verify starts in a fraction of the time.
     """
-    options = dict(loc.options)
-    jobs = [
-        _RowJob(url=contract.location, options=options, shard=contract.shards[i], contract=contract)
-        for i in indices
-    ]
+    shards = [contract.shards[i] for i in indices]
 
     def done(index: int, _: RowCheck) -> None:
-        progress.advance(jobs[index].shard.bytes)
+        progress.advance(shards[index].bytes)
 
-    if loc.is_local:
-        return map_units(_check_job, jobs, workers=workers or default_workers(), mode="process", on_done=done)
-    return map_units(_check_job, jobs, workers=workers or loc.io_workers, on_done=done)
-
-
-@dataclass(frozen=True, kw_only=True)
-class _RowJob:
-    url: str
-    options: Mapping[str, Any]
-    shard: Shard
-    contract: Contract
+    job = partial(_check_job, loc, contract.format, contract.schema)
+    mode: Mode = "process" if loc.is_local else "thread"
+    count = workers or (default_workers() if loc.is_local else loc.io_workers)
+    return map_units(job, shards, workers=count, mode=mode, on_done=done, executor=executor)
 
 
-def _check_job(job: _RowJob) -> RowCheck:
+def _check_job(loc: Location, format: str, schema: Schema, shard: Shard) -> RowCheck:
+    """One unit of a deep verify: a shard's rows decoded under the contract's schema, and their digest."""
     from dsm.formats import get_format
     from dsm.validators.rows import check_rows
 
-    loc = location(job.url, job.options)
-    return check_rows(loc, job.shard, get_format(job.contract.format), job.contract.schema.to_arrow())
+    return check_rows(loc, shard, get_format(format), schema.to_arrow())
 
 
 def _dataset_fingerprint(

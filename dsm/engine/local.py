@@ -12,38 +12,25 @@ returns picklable data (the shape every executor takes, see :mod:`dsm.engine`).
 from __future__ import annotations
 
 import multiprocessing
-import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import TypeVar
 
-__all__ = ["MODES", "ErrorPolicy", "LocalExecutor", "Mode", "UnitFailure", "default_workers"]
+from dsm.engine.base import MODES, EngineReport, ErrorPolicy, Mode, UnitFailure, default_workers
+
+__all__ = ["LocalExecutor"]
 
 T = TypeVar("T")
 R = TypeVar("R")
-ErrorPolicy = Literal["raise", "skip", "collect"]
-Mode = Literal["thread", "process"]
-MODES: tuple[Mode, ...] = ("thread", "process")
-
-
-@dataclass(frozen=True, kw_only=True)
-class UnitFailure:
-    """A unit that raised, kept under ``on_error="collect"`` or ``"skip"``."""
-
-    index: int
-    error: BaseException
-
-
-def default_workers() -> int:
-    return max(1, os.cpu_count() or 1)
 
 
 @dataclass(frozen=True, kw_only=True)
 class LocalExecutor:
     """Runs ``fn(unit)`` for every unit with up to ``workers`` threads (``mode="thread"``) or forked worker
-    processes (``mode="process"``); one worker, or one unit, runs in the calling thread."""
+    processes (``mode="process"``); one worker, or one unit, runs in the calling thread. ``workers`` and
+    ``mode`` are the defaults of :meth:`run`, which may give its own."""
 
     workers: int | None = None
     mode: Mode = "thread"
@@ -54,6 +41,8 @@ class LocalExecutor:
         fn: Callable[[T], R],
         units: Sequence[T],
         *,
+        workers: int | None = None,
+        mode: Mode | None = None,
         on_error: ErrorPolicy = "raise",
         on_done: Callable[[int, R], None] | None = None,
     ) -> list[R | UnitFailure]:
@@ -63,18 +52,23 @@ class LocalExecutor:
         ``"skip"`` and ``"collect"`` return a :class:`UnitFailure` in that unit's place. ``on_done(index,
         result)`` is called once per unit that succeeded, as it finishes.
         """
-        if self.mode not in MODES:
-            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
-        workers = max(1, min(self.workers or default_workers(), len(units) or 1))
+        mode = mode or self.mode
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        workers = max(1, min(workers or self.workers or default_workers(), len(units) or 1))
         if workers == 1:
             done: list[R | UnitFailure] = []
             for index, unit in enumerate(units):
                 value = _call(fn, unit, index, on_error, on_done)
                 done.append(value)
             return done
-        if self.mode == "process":
+        if mode == "process":
             return _in_processes(fn, units, workers, on_error, on_done)
         return _in_threads(fn, units, workers, on_error, on_done)
+
+    def report(self) -> EngineReport:
+        """This machine: one node, its cores (or ``workers``), no retries (a failed unit fails the job)."""
+        return EngineReport(engine=self.name, cpus=self.workers or default_workers())
 
 
 def _call(

@@ -13,16 +13,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
 
+from dsm._testing import unit_journaled
 from dsm.contract import Contract, DatasetFingerprint, Shard
-from dsm.engine import NullProgress, Progress, map_units
+from dsm.engine import Executor, LocalExecutor, NullProgress, Progress, map_units
 from dsm.errors import CheckFailed, DatasetNotFound, InputError, SchemaError
 from dsm.formats import Format
 from dsm.hashing.fingerprint import ALGORITHM
-from dsm.hashing.permutation import Permutation
 from dsm.rewrite.execute import (
     RewriteContext,
     bucket_pieces,
@@ -31,14 +32,15 @@ from dsm.rewrite.execute import (
     gather_unit,
     scatter_unit,
     source_format,
+    spill_name,
 )
-from dsm.rewrite.journal import Journal, is_journal_path, remove_temporaries
-from dsm.rewrite.plan import RewritePlan, plan_rewrite
+from dsm.rewrite.journal import Journal, is_journal_path, remove_spill, remove_temporaries
+from dsm.rewrite.plan import RewritePlan, ScatterUnit, SourceRange, plan_rewrite
 from dsm.rewrite.spec import RewriteSpec, estimate_rows_per_shard, locations_overlap
 from dsm.shards import DescribedShard, contract_location, dataset_fingerprint
-from dsm.storage import Location, location, redact
+from dsm.storage import Location, location, public_url, redact
 from dsm.units import parse_size
-from dsm.validators import check_physical
+from dsm.validators import PhysicalCheck, check_physical
 
 __all__ = [
     "PROOF_READ_BACK",
@@ -74,6 +76,9 @@ class PreparedRewrite:
     read_back: bool
     header: Mapping[str, Any] | None = None
     notes: tuple[str, ...] = ()
+    spill: Location | None = None
+    """``--spill-dir``: where a shuffle's pass-1 files go (this plan's folder in it); None: the journal's
+    folder at the destination."""
 
     @property
     def dest_url(self) -> str:
@@ -107,14 +112,18 @@ def prepare_rewrite(
     *,
     overwrite: bool = False,
     read_back: bool = False,
+    spill_dir: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
 ) -> PreparedRewrite:
     """Check ``spec`` against ``source`` and the destination, and plan the output files.
 
     Refuses (nothing written) a target format that cannot hold the schema (SchemaError), a source without a
     row fingerprint to prove against, a destination that overlaps the source or holds something else
-    (unless ``overwrite``; a published version never).
+    (unless ``overwrite``; a published version never), and a ``spill_dir`` without a shuffle, inside the
+    source or inside the destination.
     """
+    if spill_dir is not None and not spec.shuffle:
+        raise InputError("--spill-dir only applies with --shuffle (only a shuffle writes pass-1 files)")
     to = spec.format or source.format
     parameters: dict[str, Any] = spec.lineage_parameters()
     parameters["to"] = to
@@ -138,6 +147,9 @@ def prepare_rewrite(
             f"destination {redact(dest)} overlaps the location of {source.ref} ({redact(source.location)}); "
             "write to a folder of its own"
         )
+    spill_root = location(spill_dir, storage_options) if spill_dir is not None else None
+    if spill_root is not None:
+        _check_spill_dir(spill_root, src_loc, dest_loc, source)
     rows_per_shard = spec.rows_per_shard
     if spec.shard_size is not None:
         target = parse_size(spec.shard_size, what="--shard-size")
@@ -158,6 +170,7 @@ def prepare_rewrite(
     # How the output was proven; recorded in the lineage, not in the plan (it changes no output byte).
     parameters["proof"] = PROOF_READ_BACK if read_back else PROOF_WRITTEN
     header, notes = _prepare_destination(dest_loc, plan, overwrite)
+    spill = spill_root.child(f"dsm-spill-{plan.key[:16]}") if spill_root is not None else None
     return PreparedRewrite(
         source=source,
         spec=spec,
@@ -171,28 +184,65 @@ def prepare_rewrite(
         read_back=read_back,
         header=header,
         notes=tuple(notes),
+        spill=spill,
     )
 
 
+def _check_spill_dir(spill: Location, source_loc: Location, dest: Location, source: Contract) -> None:
+    """A spill folder is neither in the source (never written into) nor in the destination (its files
+    would be taken for someone else's)."""
+    if locations_overlap(spill, source_loc):
+        raise InputError(
+            f"--spill-dir {redact(spill.url)} overlaps the location of {source.ref}; a rewrite never writes "
+            "into its source: choose another folder"
+        )
+    inside = spill.protocol == dest.protocol and (spill.root.rstrip("/") + "/").startswith(
+        dest.root.rstrip("/") + "/"
+    )
+    if inside:
+        raise InputError(
+            f"--spill-dir {redact(spill.url)} is inside the destination: leave --spill-dir out (the default "
+            "is the journal's folder there) or choose a folder outside it"
+        )
+
+
+def _header(job: PreparedRewrite, published: str | None) -> dict[str, Any]:
+    header: dict[str, Any] = {
+        "operation": job.spec.operation,
+        "source": job.source.ref,
+        "outputs": job.plan.paths,
+        "published": published,
+    }
+    if job.spill is not None:
+        header["spill"] = public_url(job.spill.url)
+    return header
+
+
 def execute_rewrite(
-    job: PreparedRewrite, *, workers: int | None = None, progress: Progress | None = None
+    job: PreparedRewrite,
+    *,
+    workers: int | None = None,
+    progress: Progress | None = None,
+    executor: Executor | None = None,
 ) -> RewriteOutcome:
     """Check the source shards, write (or resume) every output file, and prove the rows: CheckFailed, with
-    nothing registered, when a source shard fails its checksum or the rows differ from the source's."""
+    nothing registered, when a source shard fails its checksum or the rows differ from the source's.
+
+    The units run on ``executor`` (default: this machine's threads), at most ``workers`` at once; the
+    output is the same whatever the executor, the worker count or the retries of a unit.
+    """
     source, plan = job.source, job.plan
     progress = progress or NullProgress()
+    runner: Executor = executor if executor is not None else LocalExecutor()
     progress.start(
         total_bytes=source.total_bytes * (3 if job.spec.shuffle else 2),
         total_units=len(plan.units),
         description=f"{job.spec.operation} {source.ref}",
     )
     try:
-        notes = _check_sources(source, job.source_loc, workers, progress)
+        notes = _check_sources(source, job.source_loc, workers, progress, runner)
         journal = Journal(job.dest, plan.key)
-        journal.write_header(
-            {"operation": job.spec.operation, "source": source.ref, "outputs": plan.paths, "published": None}
-        )
-        remove_temporaries(job.dest, set(plan.paths))
+        journal.write_header(_header(job, None))
         ctx = RewriteContext(
             source=source,
             source_loc=job.source_loc,
@@ -202,10 +252,13 @@ def execute_rewrite(
             schema=job.schema,
             plan=plan,
             journal=journal,
-            progress=progress,
+            spill=job.spill,
             read_back=job.read_back,
         )
-        results, resumed = _run(ctx, workers, resume=job.header is not None)
+        _sweep(ctx)
+        results, resumed = _run(ctx, workers, runner, progress, resume=job.header is not None)
+        # A unit whose worker died was run again under a new temporary name; the old one goes now.
+        _sweep(ctx)
     finally:
         progress.finish()
     total = dataset_fingerprint(r.digest for r in results)
@@ -232,31 +285,43 @@ def execute_rewrite(
 
 
 def finish_rewrite(job: PreparedRewrite, published: str) -> None:
-    """Record at the destination that the plan is published as ``published`` and drop its unit records."""
+    """Record at the destination that the plan is published as ``published``; drop its unit records and
+    its shuffle's pass-1 files (in ``--spill-dir`` too)."""
     journal = Journal(job.dest, job.plan.key)
-    journal.write_header(
-        {
-            "operation": job.spec.operation,
-            "source": job.source.ref,
-            "outputs": job.plan.paths,
-            "published": published,
-        }
-    )
+    journal.write_header(_header(job, published))
     journal.clear_units()
+    if job.spill is not None:
+        remove_spill(job.spill)
 
 
-def _check_sources(source: Contract, loc: Location, workers: int | None, progress: Progress) -> list[str]:
+def _sweep(ctx: RewriteContext) -> None:
+    """Delete the temporary files that killed runs or dead workers left for this plan's files."""
+    remove_temporaries(ctx.dest, set(ctx.plan.paths))
+    if ctx.spill is not None:
+        remove_temporaries(ctx.spill, {spill_name(s.index) for s in ctx.plan.scatter})
+
+
+def _check_source(loc: Location, shard: Shard) -> PhysicalCheck:
+    """One unit of the source check: the shard's size and checksum against its contract entry."""
+    try:
+        size: int | None = loc.size(shard.path)
+    except DatasetNotFound:
+        size = None
+    return check_physical(loc, shard, actual_size=size)
+
+
+def _check_sources(
+    source: Contract, loc: Location, workers: int | None, progress: Progress, executor: Executor
+) -> list[str]:
     """Check every source shard's size and checksum before anything is written; CheckFailed names the
     shards that fail. Returns notes (shards that could not be verified)."""
 
-    def unit(shard: Shard) -> Any:
-        try:
-            size: int | None = loc.size(shard.path)
-        except DatasetNotFound:
-            size = None
-        return check_physical(loc, shard, actual_size=size, on_bytes=progress.advance)
+    def done(index: int, _: PhysicalCheck) -> None:
+        progress.advance(source.shards[index].bytes)
 
-    checks = map_units(unit, source.shards, workers=workers)
+    checks = map_units(
+        partial(_check_source, loc), source.shards, workers=workers, on_done=done, executor=executor
+    )
     bad = [c for c in checks if c.status not in ("ok", "unverified")]
     if bad:
         shown = "; ".join(f"shard {c.path}: {c.status}: {c.detail}" for c in bad[:5])
@@ -313,35 +378,42 @@ def _prepare_destination(
     return (header if same_plan else None), notes
 
 
+def _still_good(loc: Location, record: Mapping[str, Any]) -> bool:
+    """One unit of a resume: whether a journaled file is still there with its size and checksum."""
+    shard = Shard(path=record["path"], bytes=int(record["bytes"]), checksum=record.get("checksum"))
+    try:
+        size: int | None = loc.size(shard.path)
+    except DatasetNotFound:
+        size = None
+    return check_physical(loc, shard, actual_size=size).status == "ok"
+
+
 def _kept(
-    ctx: RewriteContext,
-    kind: str,
+    loc: Location,
     records: Mapping[int, dict[str, Any]],
     paths: Mapping[int, str],
     workers: int | None,
+    executor: Executor,
 ) -> dict[int, dict[str, Any]]:
-    """The journaled units whose file is still there with the recorded size and checksum."""
+    """The journaled units whose file is still at ``loc`` with the recorded size and checksum."""
     candidates = [(i, r) for i, r in sorted(records.items()) if i in paths and r.get("path") == paths[i]]
-
-    def still_good(item: tuple[int, dict[str, Any]]) -> bool:
-        _, record = item
-        shard = Shard(path=record["path"], bytes=int(record["bytes"]), checksum=record.get("checksum"))
-        try:
-            size: int | None = ctx.dest.size(shard.path)
-        except DatasetNotFound:
-            size = None
-        return check_physical(ctx.dest, shard, actual_size=size).status == "ok"
-
-    good = map_units(still_good, candidates, workers=workers)
+    good = map_units(
+        partial(_still_good, loc), [r for _, r in candidates], workers=workers, executor=executor
+    )
     return {i: r for (i, r), ok in zip(candidates, good, strict=True) if ok}
 
 
-def _run(ctx: RewriteContext, workers: int | None, *, resume: bool) -> tuple[list[DescribedShard], int]:
+def _run(
+    ctx: RewriteContext, workers: int | None, executor: Executor, progress: Progress, *, resume: bool
+) -> tuple[list[DescribedShard], int]:
     plan, journal = ctx.plan, ctx.journal
     if not resume:
         journal.clear_units()
+        if ctx.spill is not None:
+            remove_spill(ctx.spill)
     unit_paths = {u.index: u.path for u in plan.units}
-    kept_records = _kept(ctx, "unit", journal.records("unit"), unit_paths, workers) if resume else {}
+    records = journal.records("unit") if resume else {}
+    kept_records = _kept(ctx.dest, records, unit_paths, workers, executor) if resume else {}
     kept: dict[int, DescribedShard] = {}
     for index, record in kept_records.items():
         shard = Shard.from_dict(
@@ -352,18 +424,35 @@ def _run(ctx: RewriteContext, workers: int | None, *, resume: bool) -> tuple[lis
         )
         kept[index] = DescribedShard(shard=shard, digest=digest_of(shard))
     todo = [u for u in plan.units if u.index not in kept]
+
+    def unit_done(index: int, _: DescribedShard) -> None:
+        progress.advance(ctx.unit_bytes(todo[index]))
+        unit_journaled()  # a test's crash point (dsm._testing): counted here, where the job runs
+
     if todo and plan.shuffle:
-        spill_paths = {s.index: journal.data_path("scatter", s.index, ".arrow") for s in plan.scatter}
-        spilled = _kept(ctx, "scatter", journal.records("scatter"), spill_paths, workers) if resume else {}
+        spill_paths = {s.index: spill_name(s.index) for s in plan.scatter}
+        spill_records = journal.records("scatter") if resume else {}
+        spilled = _kept(ctx.spill_loc, spill_records, spill_paths, workers, executor) if resume else {}
         missing = [s for s in plan.scatter if s.index not in spilled]
-        permutation = Permutation(plan.total_rows, plan.seed or 0)
-        records = map_units(lambda s: scatter_unit(ctx, s, permutation), missing, workers=workers)
-        spilled.update({s.index: r for s, r in zip(missing, records, strict=True)})
+
+        def scatter_done(index: int, _: dict[str, Any]) -> None:
+            unit = missing[index]
+            progress.advance(ctx.range_bytes(_range_of(unit)))
+            unit_journaled()
+
+        scattered = map_units(
+            partial(scatter_unit, ctx), missing, workers=workers, on_done=scatter_done, executor=executor
+        )
+        spilled.update({s.index: r for s, r in zip(missing, scattered, strict=True)})
         ctx.bucket_pieces = bucket_pieces(spilled)
-        ctx.spill_paths = spill_paths
-        done = map_units(lambda u: gather_unit(ctx, u), todo, workers=workers)
+        unit_fn = partial(gather_unit, ctx)
     else:
-        done = map_units(lambda u: copy_unit(ctx, u), todo, workers=workers)
+        unit_fn = partial(copy_unit, ctx)
+    done = map_units(unit_fn, todo, workers=workers, on_done=unit_done, executor=executor)
     for unit, found in zip(todo, done, strict=True):
         kept[unit.index] = found
     return [kept[u.index] for u in plan.units], len(plan.units) - len(todo)
+
+
+def _range_of(unit: ScatterUnit) -> SourceRange:
+    return SourceRange(shard=unit.shard, start=unit.start, stop=unit.stop, whole=unit.whole)

@@ -291,9 +291,12 @@ def location(url: str, storage_options: Mapping[str, Any] | None = None) -> Loca
     store = store_for(protocol) if protocol not in LOCAL_PROTOCOLS else None
     defaults = store.default_options() if store is not None else {}
     options = {**options_for(url, {protocol: defaults}, env_options, storage_options), **url_credentials}
-    own = {k: options.pop(k) for k in list(options) if store is not None and k in store.own_options}
+    # The store's own options (dsm applies them, not fsspec) stay in Location.options, so that a Location
+    # opened again elsewhere from its URL and options (another process, a Ray worker) is the same.
+    own = {k: v for k, v in options.items() if store is not None and k in store.own_options}
+    fs_options = {k: v for k, v in options.items() if k not in own}
     try:
-        fs, root = fsspec.core.url_to_fs(url, **options)
+        fs, root = fsspec.core.url_to_fs(url, **fs_options)
     except ImportError as exc:
         hint = install_hint(protocol)
         raise InputError(f"{redact(url)}: no filesystem for {protocol}:// is installed ({hint})") from exc
