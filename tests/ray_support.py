@@ -10,6 +10,7 @@ that are about exactly that.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["RayCluster", "free_port", "ray_log_texts", "stop_process_group"]
+__all__ = ["RayCluster", "free_port", "ray_log_texts", "stop_process_group", "wait_for_port"]
 
 
 @dataclass(frozen=True)
@@ -84,15 +85,38 @@ def ray_cluster() -> Iterator[RayCluster]:
         shutil.rmtree(temp, ignore_errors=True)
 
 
-def dsm_command(*args: str) -> list[str]:
-    """The dsm CLI as a command line for another process."""
-    return [sys.executable, "-m", "dsm", *args]
-
-
-def wait_for(predicate: object, timeout: float = 60.0) -> None:
+def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 120.0) -> None:
+    """Wait until something listens on the loopback ``port`` (or ``proc`` ended)."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if callable(predicate) and predicate():
-            return
+    while time.monotonic() < deadline and proc.poll() is None:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
         time.sleep(0.2)
-    raise AssertionError("timed out")
+    raise AssertionError(f"nothing listens on port {port} (the process ended with {proc.poll()})")
+
+
+def _two_nodes(registry: str, dest: str) -> None:
+    """``python -m tests.ray_support two-nodes REGISTRY DEST``: a reshard on a simulated cluster of two
+    nodes (``ray.cluster_utils.Cluster``: a head and a second node, one CPU each, processes of this
+    machine); prints the result as JSON and stops the cluster."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from dsm.commands.rewrite import reshard
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    try:
+        cluster.add_node(num_cpus=1)
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address, log_to_driver=False)
+        result = reshard("web@1", dest, num_shards=6, registry=registry, engine="ray")
+        print(json.dumps(result.to_dict()))
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["two-nodes"]:
+        _two_nodes(*sys.argv[2:4])

@@ -290,7 +290,9 @@ class RayExecutor:
                 where = redact(self.address or "a local Ray")
                 raise StorageError(
                     f"cannot reach the Ray cluster at {where}: {redact(str(exc)).splitlines()[0]}; check "
-                    "--ray-address / RAY_ADDRESS and that the cluster is up"
+                    "--ray-address / RAY_ADDRESS, that the cluster is up and, when it uses token "
+                    "authentication, that RAY_AUTH_MODE=token is set here (Ray sends its token to an "
+                    "address given explicitly only then)"
                 ) from None
         ray.util.register_serializer(Location, serializer=_location_settings, deserializer=_open_location)
         self._startup = time.monotonic() - started
