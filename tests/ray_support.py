@@ -10,6 +10,7 @@ that are about exactly that.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -55,14 +56,10 @@ def stop_process_group(proc: subprocess.Popen[bytes], timeout: float = 30.0) -> 
     """Stop a process this test started in a session of its own, and everything it started."""
     if proc.poll() is None:
         proc.terminate()
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            pass
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, 9)  # its session: the processes it started and nothing else
-    except (ProcessLookupError, PermissionError):
-        pass
     proc.wait(timeout=timeout)
 
 

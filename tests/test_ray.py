@@ -139,7 +139,9 @@ def test_every_job_gives_the_same_files_and_contracts_on_both_engines(
 
     for job in ("jsonl", "parquet", "count", "size", "shuffled"):
         mine, theirs = local[job], ray[job]
-        assert comparable(mine.contract, f"{root.url}/local") == comparable(theirs.contract, f"{root.url}/ray")
+        assert comparable(mine.contract, f"{root.url}/local") == comparable(
+            theirs.contract, f"{root.url}/ray"
+        )
         assert mine.contract.lineage.parameters["engine"] == "local"
         assert theirs.contract.lineage.parameters["engine"] == "ray"
         local_files, ray_files = files_at(root, f"local/{job}"), files_at(root, f"ray/{job}")
@@ -327,7 +329,9 @@ def test_a_driver_killed_mid_job_resumes_from_the_journal_with_the_same_bytes(
     result = json.loads(again.stdout)
     assert result["units_resumed"] >= 2 and result["units_written"] + result["units_resumed"] == 6
     assert result["engine"]["engine"] == "ray" and result["engine"]["nodes"] == 1
-    assert [s["checksum"] for s in result["contract"]["shards"]] == [s.checksum for s in clean.contract.shards]
+    assert [s["checksum"] for s in result["contract"]["shards"]] == [
+        s.checksum for s in clean.contract.shards
+    ]
     for shard in clean.contract.shards:
         assert (tmp / "out" / shard.path).read_bytes() == (tmp / "clean" / shard.path).read_bytes()
     assert not [p for p in (tmp / "out").rglob("*") if TEMP_MARKER in p.name]
@@ -343,7 +347,9 @@ def test_the_cli_runs_on_ray_and_says_so(ray_cluster: RayCluster, registered: tu
     assert shown.exit_code == 0, shown.output
     assert f"ran on ray at {ray_cluster.address}: 1 node(s), 2 CPUs, 0 retries" in shown.stdout
     done = runner.invoke(
-        app, ["reshard", "web@1", str(tmp / "cli"), "--num-shards", "2", "--json", *args], catch_exceptions=False
+        app,
+        ["reshard", "web@1", str(tmp / "cli"), "--num-shards", "2", "--json", *args],
+        catch_exceptions=False,
     )
     assert done.exit_code == 0, done.output
     engine = json.loads(done.stdout)["engine"]

@@ -80,9 +80,9 @@ def test_an_external_cluster_reached_by_address_gives_the_local_engines_bytes(
     temp = tempfile.mkdtemp(prefix="dsm-rayx-")
     port = free_port()
     ray_cli = str(Path(sys.executable).parent / "ray")
+    start = ["start", "--head", "--num-cpus", "2", "--port", str(port), "--include-dashboard", "false"]
     head = subprocess.Popen(
-        [ray_cli, "start", "--head", "--num-cpus", "2", "--port", str(port), "--include-dashboard", "false"]
-        + ["--temp-dir", temp, "--disable-usage-stats", "--block"],
+        [ray_cli, *start, "--temp-dir", temp, "--disable-usage-stats", "--block"],
         env=_own_ray_env(temp),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -90,9 +90,19 @@ def test_an_external_cluster_reached_by_address_gives_the_local_engines_bytes(
     )
     try:
         wait_for_port(port, head)
+        job = ["reshard", "web@1", str(tmp / "external"), "--num-shards", "6", "--registry", registry]
         done = subprocess.run(
-            [sys.executable, "-m", "dsm", "reshard", "web@1", str(tmp / "external"), "--num-shards", "6"]
-            + ["--registry", registry, "--engine", "ray", "--ray-address", f"127.0.0.1:{port}", "--json"],
+            [
+                sys.executable,
+                "-m",
+                "dsm",
+                *job,
+                "--engine",
+                "ray",
+                "--ray-address",
+                f"127.0.0.1:{port}",
+                "--json",
+            ],
             # Ray sends its token (~/.ray/auth_token, made by `ray start`) to an explicit address only so
             env={**_own_ray_env(temp), "RAY_AUTH_MODE": "token"},
             capture_output=True,

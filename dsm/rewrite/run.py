@@ -79,6 +79,9 @@ class PreparedRewrite:
     spill: Location | None = None
     """``--spill-dir``: where a shuffle's pass-1 files go (this plan's folder in it); None: the journal's
     folder at the destination."""
+    stale_spill: Location | None = None
+    """The ``--spill-dir`` folder an interrupted run of this plan used, when this run uses another one:
+    its pass-1 files are deleted (they are this plan's) before this run writes its own."""
 
     @property
     def dest_url(self) -> str:
@@ -171,6 +174,11 @@ def prepare_rewrite(
     parameters["proof"] = PROOF_READ_BACK if read_back else PROOF_WRITTEN
     header, notes = _prepare_destination(dest_loc, plan, overwrite)
     spill = spill_root.child(f"dsm-spill-{plan.key[:16]}") if spill_root is not None else None
+    before = str(header.get("spill") or "") if header is not None else ""
+    stale = None
+    if before and before != (public_url(spill.url) if spill is not None else ""):
+        stale = location(before, storage_options)
+        notes.append(f"the pass-1 files an interrupted run left in {redact(before)} are deleted")
     return PreparedRewrite(
         source=source,
         spec=spec,
@@ -185,6 +193,7 @@ def prepare_rewrite(
         header=header,
         notes=tuple(notes),
         spill=spill,
+        stale_spill=stale,
     )
 
 
@@ -241,6 +250,8 @@ def execute_rewrite(
     )
     try:
         notes = _check_sources(source, job.source_loc, workers, progress, runner)
+        if job.stale_spill is not None:
+            remove_spill(job.stale_spill)
         journal = Journal(job.dest, plan.key)
         journal.write_header(_header(job, None))
         ctx = RewriteContext(
