@@ -73,6 +73,7 @@ def ray_cluster() -> Iterator[RayCluster]:
         num_cpus=2,
         include_dashboard=False,
         log_to_driver=False,
+        object_store_memory=256 << 20,  # the tests' data is small; the machine is shared
         _temp_dir=str(temp),
     )
     try:

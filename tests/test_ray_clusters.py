@@ -116,3 +116,22 @@ def test_an_external_cluster_reached_by_address_gives_the_local_engines_bytes(
     assert result["engine"]["engine"] == "ray" and result["engine"]["address"].endswith(f":{port}")
     assert result["engine"]["nodes"] == 1 and result["engine"]["cpus"] == 2
     assert _written(tmp / "external") == expected
+
+
+def test_without_an_address_dsm_starts_a_ray_of_its_own_for_the_command(
+    dataset: tuple[str, Path, dict[str, bytes]],
+) -> None:
+    registry, tmp, expected = dataset
+    temp = tempfile.mkdtemp(prefix="dsm-rayl-")
+    job = ["reshard", "web@1", str(tmp / "own"), "--num-shards", "6", "--registry", registry]
+    done = subprocess.run(
+        [sys.executable, "-m", "dsm", *job, "--engine", "ray", "--workers", "2", "--json"],
+        env=_own_ray_env(temp),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    engine = json.loads(done.stdout)["engine"]
+    assert engine["address"] == "local" and engine["cpus"] == 2 and engine["startup_seconds"] > 0
+    assert _written(tmp / "own") == expected

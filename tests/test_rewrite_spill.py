@@ -73,7 +73,7 @@ def test_a_spill_dir_is_refused_where_it_cannot_work(registry: str, tmp_path: Pa
     with pytest.raises(InputError, match="--spill-dir only applies with --shuffle"):
         reshard("web@1", out, num_shards=2, spill_dir=str(tmp_path / "spill"), registry=registry)
     shuffle = {"num_shards": 2, "shuffle": True, "registry": registry}
-    with pytest.raises(InputError, match="overlaps the location of web@1"):
+    with pytest.raises(InputError, match="inside the location of web@1"):
         reshard("web@1", out, spill_dir=str(tmp_path / "src" / "tmp"), **shuffle)
     with pytest.raises(InputError, match="inside the destination"):
         reshard("web@1", out, spill_dir=str(tmp_path / "out" / "spill"), **shuffle)
@@ -82,3 +82,6 @@ def test_a_spill_dir_is_refused_where_it_cannot_work(registry: str, tmp_path: Pa
         app, ["reshard", "web@1", out, "--num-shards", "2", "--spill-dir", "x", "--registry", registry]
     )
     assert result.exit_code == 2 and "--spill-dir only applies with --shuffle" in result.stderr
+    # A folder that holds the source and the destination is fine: the files go to a folder of their own.
+    done = reshard("web@1", out, spill_dir=str(tmp_path), **shuffle)
+    assert done.rows == 3000 and not list(tmp_path.glob("dsm-spill-*/*.arrow"))

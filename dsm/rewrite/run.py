@@ -38,7 +38,7 @@ from dsm.rewrite.journal import Journal, is_journal_path, remove_spill, remove_t
 from dsm.rewrite.plan import RewritePlan, ScatterUnit, SourceRange, plan_rewrite
 from dsm.rewrite.spec import RewriteSpec, estimate_rows_per_shard, locations_overlap
 from dsm.shards import DescribedShard, contract_location, dataset_fingerprint
-from dsm.storage import Location, location, public_url, redact
+from dsm.storage import Location, location, redact
 from dsm.units import parse_size
 from dsm.validators import PhysicalCheck, check_physical
 
@@ -176,7 +176,7 @@ def prepare_rewrite(
     spill = spill_root.child(f"dsm-spill-{plan.key[:16]}") if spill_root is not None else None
     before = str(header.get("spill") or "") if header is not None else ""
     stale = None
-    if before and before != (public_url(spill.url) if spill is not None else ""):
+    if before and before != (contract_location(spill) if spill is not None else ""):
         stale = location(before, storage_options)
         notes.append(f"the pass-1 files an interrupted run left in {redact(before)} are deleted")
     return PreparedRewrite(
@@ -199,20 +199,22 @@ def prepare_rewrite(
 
 def _check_spill_dir(spill: Location, source_loc: Location, dest: Location, source: Contract) -> None:
     """A spill folder is neither in the source (never written into) nor in the destination (its files
-    would be taken for someone else's)."""
-    if locations_overlap(spill, source_loc):
+    would be taken for someone else's). Holding them is fine: the files go to a folder of their own."""
+    if _inside(spill, source_loc):
         raise InputError(
-            f"--spill-dir {redact(spill.url)} overlaps the location of {source.ref}; a rewrite never writes "
+            f"--spill-dir {redact(spill.url)} is inside the location of {source.ref}; a rewrite never writes "
             "into its source: choose another folder"
         )
-    inside = spill.protocol == dest.protocol and (spill.root.rstrip("/") + "/").startswith(
-        dest.root.rstrip("/") + "/"
-    )
-    if inside:
+    if _inside(spill, dest):
         raise InputError(
             f"--spill-dir {redact(spill.url)} is inside the destination: leave --spill-dir out (the default "
             "is the journal's folder there) or choose a folder outside it"
         )
+
+
+def _inside(a: Location, b: Location) -> bool:
+    """Whether ``a`` is ``b`` or a folder below it."""
+    return a.protocol == b.protocol and (a.root.rstrip("/") + "/").startswith(b.root.rstrip("/") + "/")
 
 
 def _header(job: PreparedRewrite, published: str | None) -> dict[str, Any]:
@@ -223,7 +225,7 @@ def _header(job: PreparedRewrite, published: str | None) -> dict[str, Any]:
         "published": published,
     }
     if job.spill is not None:
-        header["spill"] = public_url(job.spill.url)
+        header["spill"] = contract_location(job.spill)  # absolute on local disk, no credentials
     return header
 
 
