@@ -269,6 +269,11 @@ class RayExecutor:
         if self._connected_to is not None:
             return
         started = time.monotonic()
+        if _through_ray_client():
+            raise InputError(
+                "this process reaches Ray through Ray Client (ray://), which dsm does not use: run dsm on a "
+                "node of the cluster, or submit it as a Ray job (`ray job submit -- dsm ...`)"
+            )
         if ray.is_initialized():
             current = str(ray.get_runtime_context().gcs_address)
             if self.address not in (None, "auto") and _port(self.address or "") != _port(current):
@@ -397,6 +402,14 @@ class RayExecutor:
             retries=self._retries,
             startup_seconds=self._startup,
         )
+
+
+def _through_ray_client() -> bool:
+    try:
+        from ray.util.client import ray as client
+    except ImportError:
+        return False
+    return bool(client.is_connected())
 
 
 def _failure(exc: Exception, fn: Callable[..., Any], unit: Any, index: int) -> BaseException:
