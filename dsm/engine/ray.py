@@ -33,6 +33,7 @@ already connected to Ray (``ray.init`` by the caller) runs on that connection. R
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import json
 import logging
@@ -125,7 +126,9 @@ def _open_location(settings: tuple[str, bool]) -> Location:
     return location(settings[0])
 
 
+@functools.cache
 def _versions() -> tuple[str, str]:
+    """The versions the output bytes depend on: dsm's and pyarrow's."""
     return __version__, importlib.metadata.version("pyarrow")
 
 
