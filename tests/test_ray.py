@@ -20,6 +20,8 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from dsm import _testing
@@ -419,3 +421,81 @@ def test_an_engine_report_says_where_the_units_ran() -> None:
         "retries": 1,
         "startup_seconds": 0.0,
     }
+
+
+# --- generated: the executor's contract and what crosses to a worker -----------------------------------
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**31), 2**31) | st.text(max_size=12),
+    lambda inner: st.dictionaries(st.text("abcdefgh_", min_size=1, max_size=6), inner, max_size=3),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    options=st.dictionaries(st.text("abcdefgh", min_size=1, max_size=8).map("x_".__add__), _json_values),
+    own=st.dictionaries(st.sampled_from(["x_own", "s3"]), st.dictionaries(st.just("x_own"), st.integers())),
+)
+def test_a_location_opened_in_a_worker_has_the_drivers_options(
+    options: dict[str, Any], own: dict[str, Any]
+) -> None:
+    """Whatever options a location has on the driver, a worker that applies the run's environment opens the
+    same URL with exactly the same options, whatever its own DSM_STORAGE_OPTIONS held."""
+    from dsm.engine import ray as engine
+
+    url = "s3://dsm-generated/data"
+    driver = location(url, {"s3": {"endpoint_url": "http://127.0.0.1:9", **options}})
+    env = engine._worker_environment({driver.url: driver.options})
+    saved = {name: os.environ.get(name) for name in (*env, "DSM_STORAGE_OPTIONS")}
+    os.environ["DSM_STORAGE_OPTIONS"] = json.dumps(own)  # the worker's own settings
+    try:
+        engine._applied.update(key=None, saved={})
+        engine._apply_environment(f"run-{id(options)}", env)
+        worker = engine._open_location(engine._location_settings(driver))
+        assert worker.url == driver.url and worker.options == driver.options
+    finally:
+        engine._applied.update(key=None, saved={})
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _append_to(done: list[int]) -> Callable[[int, Any], None]:
+    return lambda index, _: done.append(index)
+
+
+def _maybe_fail(failing: frozenset[int], x: int) -> int:
+    if x in failing:
+        raise CheckFailed(f"unit {x} failed")
+    return x * 3
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    units=st.lists(st.integers(0, 50), min_size=0, max_size=12),
+    failing=st.frozensets(st.integers(0, 50), max_size=3),
+    workers=st.sampled_from([None, 1, 3]),
+)
+def test_ray_and_local_executors_keep_one_contract(
+    ray_cluster: RayCluster, units: list[int], failing: frozenset[int], workers: int | None
+) -> None:
+    """Results in unit order, failures in their unit's place under collect, the same on both engines."""
+    fn = partial(_maybe_fail, failing)
+    outcomes = []
+    for engine in ENGINES:
+        done: list[int] = []
+        results = run_units(
+            fn,
+            units,
+            workers=workers,
+            on_error="collect",
+            on_done=_append_to(done),
+            executor=open_executor(engine),
+        )
+        shown = [(r.index, type(r.error), str(r.error)) if isinstance(r, UnitFailure) else r for r in results]
+        outcomes.append((shown, sorted(done)))
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][1] == [i for i, x in enumerate(units) if x not in failing]

@@ -13,7 +13,8 @@ What crosses to the workers, and how:
 - **Storage options and credentials** reach the workers through their environment: once per run, the
   driver puts a small environment into the object store (``DSM_STORAGE_OPTIONS`` holding each location's
   options under its URL, and the SDK credential variables set on the driver, :data:`FORWARDED_ENV`) and
-  every task applies it to its process before it opens anything. Not through ``runtime_env``: Ray's
+  every task applies it to its process before it opens anything, so a location opens in a worker with
+  exactly the options it has on the driver. Not through ``runtime_env``: Ray's
   runtime-env agent writes every ``env_vars`` value, credentials included, to its log on every node. Task
   names say which unit runs (``dsm.copy_unit``), never a URL or an option.
 - **The code**: workers import dsm from their own installation; a task refuses to run (exit 2 on the
@@ -180,8 +181,8 @@ def _cached(ref: Any) -> Any:
 def _apply_environment(key: str, env: Mapping[str, str]) -> None:
     """Make ``env`` this worker's environment for the run ``key`` (undoing the previous run's first).
 
-    ``DSM_STORAGE_OPTIONS`` is merged over the worker's own value: the run's options are keyed by URL, so
-    they win for the run's locations and the worker's own settings stay for everything else.
+    The run's ``DSM_STORAGE_OPTIONS`` replaces the worker's own while its tasks run: every location a
+    unit opens was shipped with the run, so each opens with exactly the options the driver resolved.
     """
     if _applied["key"] == key:
         return
@@ -190,16 +191,9 @@ def _apply_environment(key: str, env: Mapping[str, str]) -> None:
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
-    saved = {name: os.environ.get(name) for name in env}
-    for name, value in env.items():
-        if name == _OPTIONS_ENV and saved.get(name):
-            try:
-                own = json.loads(saved[name] or "{}")
-            except json.JSONDecodeError:
-                own = {}
-            if isinstance(own, dict):
-                value = json.dumps({**own, **json.loads(value)})
-        os.environ[name] = value
+    saved = {name: os.environ.get(name) for name in (*env, _OPTIONS_ENV)}
+    os.environ.pop(_OPTIONS_ENV, None)
+    os.environ.update(env)
     _applied.update(key=key, saved=saved)
 
 
