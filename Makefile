@@ -36,6 +36,7 @@ demo: install
 	$(BIN)/dsm ls --registry $(DEMO_REGISTRY)
 	$(BIN)/dsm show web-sample@prod --registry $(DEMO_REGISTRY)
 	$(BIN)/dsm verify web-sample@prod --deep --registry $(DEMO_REGISTRY)
+	$(BIN)/dsm head web-sample@prod -n 2 --columns id,text,lang,image --registry $(DEMO_REGISTRY)
 
 lint: install
 	$(BIN)/ruff check dsm tests benchmarks
@@ -56,6 +57,7 @@ bench: install
 	$(BIN)/python benchmarks/bench_overhead.py
 	$(BIN)/python benchmarks/rewrite.py --sizes 0.5,1.0
 	$(BIN)/python benchmarks/cutover.py
+	$(BIN)/python benchmarks/inspect.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

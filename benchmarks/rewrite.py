@@ -54,8 +54,11 @@ def _pool(rng: np.random.Generator, size: int) -> bytes:
     return text[:size]
 
 
-def make_corpus(folder: Path, target_bytes: int, seed: int = 1) -> None:
-    """Parquet shards of ~128 MB until ``target_bytes`` are written (row groups of 16,384 rows)."""
+def make_corpus(
+    folder: Path, target_bytes: int, seed: int = 1, text_bytes: tuple[int, int] = (1024, 4096)
+) -> None:
+    """Parquet shards of ~128 MB until ``target_bytes`` are written (row groups of 16,384 rows); each text is
+    ``text_bytes`` long (inclusive range)."""
     folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     pool = _pool(rng, 64 << 20)
@@ -64,7 +67,8 @@ def make_corpus(folder: Path, target_bytes: int, seed: int = 1) -> None:
         path = folder / f"corpus-{shard:05d}.parquet"
         with pq.ParquetWriter(path, _schema(), compression="zstd") as writer:
             while path.stat().st_size < SHARD_BYTES and written + path.stat().st_size < target_bytes:
-                writer.write_table(_rows(rng, pool, next_id, ROW_GROUP_ROWS), row_group_size=ROW_GROUP_ROWS)
+                rows = _rows(rng, pool, next_id, ROW_GROUP_ROWS, text_bytes)
+                writer.write_table(rows, row_group_size=ROW_GROUP_ROWS)
                 next_id += ROW_GROUP_ROWS
         written += path.stat().st_size
         shard += 1
@@ -84,9 +88,11 @@ def _schema() -> pa.Schema:
     )
 
 
-def _rows(rng: np.random.Generator, pool: bytes, first_id: int, n: int) -> pa.Table:
-    lengths = rng.integers(1024, 4097, n)
-    starts = rng.integers(0, len(pool) - 4097, n)
+def _rows(
+    rng: np.random.Generator, pool: bytes, first_id: int, n: int, text_bytes: tuple[int, int] = (1024, 4096)
+) -> pa.Table:
+    lengths = rng.integers(text_bytes[0], text_bytes[1] + 1, n)
+    starts = rng.integers(0, len(pool) - text_bytes[1] - 1, n)
     text = [pool[s : s + k].decode("ascii") for s, k in zip(starts.tolist(), lengths.tolist(), strict=True)]
     hosts = rng.integers(0, 50_000, n)
     urls = [f"https://site{h}.example.com/page/{first_id + i}" for i, h in enumerate(hosts.tolist())]

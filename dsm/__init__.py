@@ -40,11 +40,30 @@ if TYPE_CHECKING:
         run_cutover,
         start_cutover,
     )
-    from dsm.commands.diff import ContractDiff, diff
+    from dsm.commands.diff import ContractDiff, diff, diff_rows
+    from dsm.commands.footprint import FootprintReport, footprint
+    from dsm.commands.inspect import (
+        AuditLog,
+        EpisodeReport,
+        FindResult,
+        LineageLog,
+        audit,
+        episodes,
+        find,
+        head,
+        log,
+        sample,
+    )
+    from dsm.commands.lifecycle import GcReport, StatusChange, deprecate, gc, retire
+    from dsm.commands.policy import PolicyAudit, PolicyCheck, check_policy, set_policy, show_policy
     from dsm.commands.register import register
     from dsm.commands.rewrite import RewriteResult, convert_format, reshard
+    from dsm.commands.storage_check import ReadinessReport, storage_check
     from dsm.commands.verify import ShardReport, VerifyReport, verify
     from dsm.contract import Contract, DatasetFingerprint, Field, Lineage, Schema, Shard
+    from dsm.inspect.rowdiff import RowDiff
+    from dsm.inspect.source import RowSource, open_rows
+    from dsm.inspect.view import RowPage
     from dsm.read.dataset import Dataset, DatasetIterator, ReadReport, merge_states, open
     from dsm.registry import AliasMove, Registry
 
@@ -76,6 +95,35 @@ _EXPORTS = {
     "start_cutover": "dsm.commands.cutover",
     "ContractDiff": "dsm.commands.diff",
     "diff": "dsm.commands.diff",
+    "diff_rows": "dsm.commands.diff",
+    "AuditLog": "dsm.commands.inspect",
+    "EpisodeReport": "dsm.commands.inspect",
+    "FindResult": "dsm.commands.inspect",
+    "LineageLog": "dsm.commands.inspect",
+    "audit": "dsm.commands.inspect",
+    "episodes": "dsm.commands.inspect",
+    "find": "dsm.commands.inspect",
+    "head": "dsm.commands.inspect",
+    "log": "dsm.commands.inspect",
+    "sample": "dsm.commands.inspect",
+    "RowDiff": "dsm.inspect.rowdiff",
+    "RowPage": "dsm.inspect.view",
+    "RowSource": "dsm.inspect.source",
+    "open_rows": "dsm.inspect.source",
+    "ReadinessReport": "dsm.commands.storage_check",
+    "storage_check": "dsm.commands.storage_check",
+    "FootprintReport": "dsm.commands.footprint",
+    "footprint": "dsm.commands.footprint",
+    "GcReport": "dsm.commands.lifecycle",
+    "StatusChange": "dsm.commands.lifecycle",
+    "deprecate": "dsm.commands.lifecycle",
+    "gc": "dsm.commands.lifecycle",
+    "retire": "dsm.commands.lifecycle",
+    "PolicyAudit": "dsm.commands.policy",
+    "PolicyCheck": "dsm.commands.policy",
+    "check_policy": "dsm.commands.policy",
+    "set_policy": "dsm.commands.policy",
+    "show_policy": "dsm.commands.policy",
     "Contract": "dsm.contract",
     "DatasetFingerprint": "dsm.contract",
     "Field": "dsm.contract",

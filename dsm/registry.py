@@ -7,9 +7,12 @@ Layout::
     NAME/status.yaml                    {version: {status, reason, at, by}}: statuses given later
                                         (deprecated, retired), replaced atomically
     NAME/cutovers/ID/                   the journal and lease of a cutover (dsm.cutover)
+    NAME/audit/<time>-<id>.json         one record per unmasking of classified fields: who, when, which
+                                        version and fields, by which command and why; created once
 
-A reference is ``NAME`` (latest), ``NAME@3``, ``NAME@prod`` (an alias), or a contract file path;
-:func:`resolve` turns one (or a :class:`Contract`, as it is) into its contract, for every layer above.
+A reference is ``NAME`` (its newest version that is not retired), ``NAME@3``, ``NAME@prod`` (an alias), or
+a contract file path; :func:`resolve` turns one (or a :class:`Contract`, as it is) into its contract, for
+every layer above.
 
 >>> reg = Registry("memory://doc-registry")
 >>> reg.names()
@@ -18,10 +21,15 @@ A reference is ``NAME`` (latest), ``NAME@3``, ``NAME@prod`` (an alias), or a con
 
 from __future__ import annotations
 
+import getpass
+import json
 import os
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+import socket
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import yaml
@@ -33,6 +41,7 @@ from dsm.units import utc_now_text
 
 __all__ = [
     "AliasMove",
+    "AuditRecord",
     "Registry",
     "VersionStatus",
     "default_registry_url",
@@ -118,6 +127,62 @@ class VersionStatus:
         )
 
 
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no user name in a bare container
+        return str(os.getuid()) if hasattr(os, "getuid") else "?"
+
+
+@dataclass(frozen=True, kw_only=True)
+class AuditRecord:
+    """One unmasking of classified fields: the dataset version, the fields and their classifications,
+    the command that showed them and why, who, where and when (``NAME/audit/`` of a registry)."""
+
+    dataset: str
+    version: int | None
+    fields: tuple[str, ...]
+    classifications: Mapping[str, str] = field(default_factory=dict)
+    action: str = "unmask"
+    command: str = ""
+    reason: str | None = None
+    user: str = ""
+    host: str = ""
+    at: str = ""
+    tool: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dataset": self.dataset,
+            "version": self.version,
+            "fields": list(self.fields),
+            "classifications": dict(self.classifications),
+            "action": self.action,
+            "command": self.command,
+            "reason": self.reason,
+            "user": self.user,
+            "host": self.host,
+            "at": self.at,
+            "tool": self.tool,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> AuditRecord:
+        return cls(
+            dataset=str(data["dataset"]),
+            version=data.get("version"),
+            fields=tuple(data.get("fields") or ()),
+            classifications=dict(data.get("classifications") or {}),
+            action=str(data.get("action", "unmask")),
+            command=str(data.get("command", "")),
+            reason=data.get("reason"),
+            user=str(data.get("user", "")),
+            host=str(data.get("host", "")),
+            at=str(data.get("at", "")),
+            tool=str(data.get("tool", "")),
+        )
+
+
 class Registry:
     """Contracts and aliases under one URL."""
 
@@ -139,6 +204,18 @@ class Registry:
             if len(parts) == 3 and parts[1] == "versions" and _VERSION_FILE.match(parts[2]):
                 names.add(parts[0])
         return sorted(names)
+
+    def select(self, names: Sequence[str], *, command: str) -> list[str]:
+        """``names`` checked to be datasets of this registry (plain names, no version or alias), or every
+        dataset when there are none: what a command over whole datasets (``gc``, ``footprint``) covers."""
+        known = self.names()
+        for name in names:
+            parse_reference(name)
+            if "@" in name:
+                raise InputError(f"{name!r}: {command} takes dataset names; it covers every version of each")
+            if name not in known:
+                raise DatasetNotFound(f"no dataset named {name!r} in registry {redact(self.url)}")
+        return list(names) or known
 
     def versions(self, name: str) -> list[int]:
         found = []
@@ -177,7 +254,11 @@ class Registry:
                 raise DatasetNotFound(
                     f"no dataset named {name!r} in registry {redact(self.url)}; `dsm ls` lists the names"
                 )
-            return self.get(name, versions[-1])
+            statuses = self.statuses(name)
+            usable = [v for v in versions if v not in statuses or statuses[v].status != "retired"]
+            if not usable:
+                raise DatasetNotFound(f"every version of {name} is retired; name one: {name}@{versions[-1]}")
+            return self.get(name, usable[-1])
         if selector.isdigit():
             return self.get(name, int(selector))
         aliases = self.aliases(name)
@@ -268,6 +349,54 @@ class Registry:
         new = yaml.safe_dump(body, sort_keys=False).encode("utf-8")
         compare_and_swap(self.location, f"{name}/status.yaml", raw, new)
         return entry
+
+    def record_unmask(
+        self,
+        *,
+        dataset: str,
+        version: int | None,
+        fields: Sequence[str],
+        classifications: Mapping[str, str],
+        command: str,
+        reason: str | None = None,
+        tool: str = "",
+    ) -> AuditRecord:
+        """Append the record of an unmasking to ``NAME/audit/`` and return it: a new file, created
+        exclusively (never overwritten, on every store). A :class:`StorageError` means nothing may be
+        unmasked."""
+        now = datetime.now(UTC)
+        record = AuditRecord(
+            dataset=dataset,
+            version=version,
+            fields=tuple(fields),
+            classifications={f: classifications[f] for f in fields if f in classifications},
+            command=command,
+            reason=reason,
+            user=_user(),
+            host=socket.gethostname(),
+            at=now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            tool=tool,
+        )
+        rel = f"{dataset}/audit/{now.strftime('%Y%m%dT%H%M%S%fZ')}-{uuid.uuid4().hex[:12]}.json"
+        body = json.dumps(record.to_dict(), indent=2, sort_keys=True) + "\n"
+        self.location.create_exclusive(rel, redact(body).encode("utf-8"))
+        return record
+
+    def audit(self, name: str) -> tuple[AuditRecord, ...]:
+        """Every audit record of dataset ``name``, oldest first."""
+        folder = self.location.child(f"{name}/audit")
+        records = []
+        for info in folder.list_files(recursive=False):
+            if not info.path.endswith(".json"):
+                continue
+            try:
+                records.append(AuditRecord.from_dict(json.loads(folder.read_bytes(info.path))))
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+                raise ContractError(
+                    f"{redact(folder.url_of(info.path))}: not an audit record (expected a JSON object with "
+                    "dataset, fields, user, at); it was changed by hand"
+                ) from None
+        return tuple(sorted(records, key=lambda r: r.at))
 
     def _read_statuses(self, name: str) -> tuple[dict[int, VersionStatus], bytes | None]:
         rel = f"{name}/status.yaml"

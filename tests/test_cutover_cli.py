@@ -232,7 +232,8 @@ def test_start_options_reach_the_library_unchanged(calls: dict[str, Any]) -> Non
         "--prices", "p.yaml", "--retain", "3d", "--delete-old", "--postpone-switch",
         "--on-stage", "a.sh", "--on-stage", "b.sh", "--max-regression", "10", "--max-p99", "0.5",
         "--min-throughput", "200MB/s", "--sample-rows", "50", "--shadow-duration", "3",
-        "--shadow-workers", "1,4", "--allow-breaking", "--measure-seconds", "2", "--run",
+        "--shadow-workers", "1,4", "--allow-breaking", "--measure-seconds", "2", "--skip-readiness",
+        "encryption", "--skip-readiness", "throughput", "--run",
         "--through", "switch", "--lease-seconds", "30", "--workers", "4", "--engine", "ray",
         "--ray-address", "10.0.0.1:6379", "--registry", "reg", "--storage-option", "anon=true",
     )  # fmt: skip
@@ -266,6 +267,7 @@ def test_start_options_reach_the_library_unchanged(calls: dict[str, Any]) -> Non
         "shadow_workers": "1,4",
         "allow_breaking": True,
         "measure_seconds": 2.0,
+        "skip_readiness": ["encryption", "throughput"],
         "run": True,
         "through": "switch",
         "lease_seconds": 30.0,

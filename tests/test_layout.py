@@ -175,7 +175,20 @@ def test_the_contract_fails_on_an_import_cycle(tree_copy: Path) -> None:
 
 # --- homes ----------------------------------------------------------------------------------------------
 
-FAMILIES = ("register", "verify", "catalog", "diff", "rewrite", "bench", "cutover")
+FAMILIES = (
+    "register",
+    "verify",
+    "catalog",
+    "diff",
+    "inspect",
+    "rewrite",
+    "bench",
+    "cutover",
+    "storage_check",
+    "footprint",
+    "lifecycle",
+    "policy",
+)
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -19,6 +19,11 @@ PUBLIC_MODULES = [
     "dsm.formats",
     "dsm.engine",
     "dsm.validators",
+    "dsm.inspect",
+    "dsm.inspect.source",
+    "dsm.inspect.view",
+    "dsm.inspect.rowdiff",
+    "dsm.commands.inspect",
 ]
 
 
@@ -31,7 +36,7 @@ def test_all_names_exist(name: str) -> None:
 
 
 def test_commands_are_exported_at_top_level() -> None:
-    for name in ("register", "verify", "ls", "show", "alias"):
+    for name in ("register", "verify", "ls", "show", "alias", "head", "sample", "find", "log", "diff_rows"):
         assert callable(getattr(dsm, name))
 
 

@@ -8,7 +8,21 @@ from __future__ import annotations
 
 import typer
 
-from dsm.cli import CommandGroup, bench, catalog, cutover, diff, register, rewrite, verify
+from dsm.cli import (
+    CommandGroup,
+    bench,
+    catalog,
+    cutover,
+    diff,
+    footprint,
+    inspect,
+    lifecycle,
+    policy,
+    register,
+    rewrite,
+    storage_check,
+    verify,
+)
 
 __all__ = ["app"]
 
@@ -22,5 +36,18 @@ app = typer.Typer(
     rich_markup_mode="rich",
 )
 
-for _module in (register, verify, catalog, rewrite, bench, diff, cutover):
+for _module in (
+    register,
+    verify,
+    catalog,
+    rewrite,
+    bench,
+    diff,
+    inspect,
+    cutover,
+    storage_check,
+    footprint,
+    lifecycle,
+    policy,
+):
     _module.add_to(app)

@@ -2,8 +2,8 @@
 
 The library is imported inside each command, so loading the CLI stays light. The module is a little
 over 600 lines because it holds seven subcommands (plan, start, run, resume, rollback, status, list), the
-rewrite, gate and engine options they take, and the renderers of a plan and of a cutover's stages and
-evidence, which they share.
+rewrite, gate and engine options they take, and the renderers of a plan (its destination's readiness
+included) and of a cutover's stages and evidence, which they share.
 """
 
 from __future__ import annotations
@@ -37,7 +37,16 @@ from dsm.cli.options import (
     key_value_options,
     storage_options,
 )
-from dsm.cli.render import console, duration, err_console, human_bytes, money, print_json, progress_for
+from dsm.cli.render import (
+    console,
+    duration,
+    err_console,
+    human_bytes,
+    money,
+    print_json,
+    progress_for,
+    readiness_table,
+)
 
 if TYPE_CHECKING:
     from dsm.commands.cutover import CutoverPlan, CutoverReport
@@ -94,6 +103,13 @@ ShadowDurationOpt = Annotated[
 ]
 AllowBreakingOpt = Annotated[
     bool, typer.Option("--allow-breaking", help="Go on even if the target is not compatible for readers.")
+]
+SkipReadinessOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--skip-readiness",
+        help="A readiness check of the destination that may fail without stopping the plan (repeatable).",
+    ),
 ]
 MeasureOpt = Annotated[
     float, typer.Option("--measure-seconds", help="Seconds of the plan's read measurement (dsm bench).")
@@ -161,6 +177,11 @@ def _render_plan(plan: CutoverPlan) -> None:
         )
         for note in figures.notes:
             console.print(f"  {escape(note)}")
+    if plan.readiness.get("checks"):
+        title = f"destination readiness ({plan.readiness.get('store')})"
+        console.print(
+            readiness_table(plan.readiness["checks"], title=title, skipped=plan.readiness["skipped"])
+        )
     compat = plan.compatibility
     verdict = "[bold green]OK[/]" if plan.ok else "[bold red]WILL STOP AT PLAN[/]"
     console.print(f"  compatibility: {verdict} (schema {compat.get('verdict')})")
@@ -278,8 +299,10 @@ def _now() -> float:
 @cutover_app.command(
     epilog="Examples:\n\n  dsm cutover plan web-text@prod --to s3://new-bucket/web-text/ --format parquet\n\n"
     "  dsm cutover plan web-text@prod --to data/web-text-64/ --num-shards 64 --prices prices.yaml --json\n\n"
-    "Measures a short read of the source and writes one temporary sample file to the destination (removed); "
-    "starts nothing. Exit codes: 0 the cutover could go ahead, 1 it would stop at plan (problems listed), "
+    "Measures a short read of the source, writes one temporary sample file to the destination and runs "
+    "dsm storage check there (both removed); starts nothing. A required readiness check that does not pass "
+    "(permissions, consistency, and what the data policy requires) stops it unless --skip-readiness CHECK "
+    "names it. Exit codes: 0 the cutover could go ahead, 1 it would stop at plan (problems listed), "
     "2 bad input, 3 storage failure."
 )
 def plan(
@@ -303,6 +326,7 @@ def plan(
     shadow_duration: ShadowDurationOpt = 2.0,
     allow_breaking: AllowBreakingOpt = False,
     measure_seconds: MeasureOpt = 1.0,
+    skip_readiness: SkipReadinessOpt = None,
     workers: WorkersOpt = None,
     registry: RegistryOpt = None,
     storage_option: StorageOpt = None,
@@ -332,6 +356,7 @@ def plan(
         shadow_duration=shadow_duration,
         allow_breaking=allow_breaking,
         measure_seconds=measure_seconds,
+        skip_readiness=skip_readiness or (),
         workers=workers,
         registry=registry,
         storage_options=storage_options(storage_option),
@@ -396,6 +421,7 @@ def start(
     ] = "1",
     allow_breaking: AllowBreakingOpt = False,
     measure_seconds: MeasureOpt = 1.0,
+    skip_readiness: SkipReadinessOpt = None,
     run: Annotated[bool, typer.Option("--run", help="Run every stage now (not only the plan).")] = False,
     through: ThroughOpt = None,
     lease_seconds: LeaseOpt = 60.0,
@@ -436,6 +462,7 @@ def start(
         shadow_workers=shadow_workers,
         allow_breaking=allow_breaking,
         measure_seconds=measure_seconds,
+        skip_readiness=skip_readiness or (),
         run=run,
         through=through,
         lease_seconds=lease_seconds,

@@ -17,6 +17,8 @@ import typer
 from dsm.errors import InputError
 
 __all__ = [
+    "CacheDirOpt",
+    "ColumnsOpt",
     "CompressionOpt",
     "DestinationOpt",
     "EngineOpt",
@@ -25,6 +27,7 @@ __all__ = [
     "LevelOpt",
     "NumShardsOpt",
     "RayAddressOpt",
+    "ReasonOpt",
     "RefArg",
     "RegistryOpt",
     "RowGroupOpt",
@@ -35,6 +38,7 @@ __all__ = [
     "SpillDirOpt",
     "StorageOpt",
     "TargetFormatOpt",
+    "UnmaskOpt",
     "WorkersOpt",
     "deprecated_format_spelling",
     "key_value_options",
@@ -79,6 +83,32 @@ RayAddressOpt = Annotated[
         "--ray-address",
         help="The Ray cluster for --engine ray (HOST:PORT of its head); default: RAY_ADDRESS, else a "
         "local Ray started for the command.",
+    ),
+]
+
+# --- looking at rows (head, sample, find, episodes, diff --rows) ----------------------------------------
+
+ColumnsOpt = Annotated[
+    str | None, typer.Option("--columns", help="Only these fields, comma-separated: id,text.")
+]
+UnmaskOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--unmask",
+        help="Show this classified field's values (repeatable). Each unmasking is recorded in the registry's "
+        "audit log: who, when, which dataset and field (`dsm audit NAME`).",
+    ),
+]
+ReasonOpt = Annotated[
+    str | None, typer.Option("--reason", help="Why the fields are unmasked (kept in the audit record).")
+]
+CacheDirOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--cache-dir",
+        envvar="DSM_CACHE_DIR",
+        help="Where row indexes of JSONL, CSV and WebDataset shards are kept (default: DSM_CACHE_DIR, else "
+        "the user's cache directory).",
     ),
 ]
 

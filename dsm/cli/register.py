@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -22,6 +22,8 @@ __all__ = ["add_to", "register"]
 _EPILOG = (
     "Examples:\n\n  dsm register data/web-text/ --name web-text\n\n"
     "  dsm register 's3://bucket/logs/*.jsonl' --name logs --schema logs-schema.yaml --json\n\n"
+    "  dsm register data/chats/ --name chats --scan-pii\n\n"
+    "  dsm register data/rollouts/ --name rollouts --infer-roles   (then --write-roles to keep them)\n\n"
     "  dsm register s3://bucket/web-text/ --name web-text --engine ray --ray-address HEAD:6379"
 )
 
@@ -41,6 +43,20 @@ def register(
     ] = None,
     owner: Annotated[list[str] | None, typer.Option("--owner", help="An owner (repeatable).")] = None,
     key: Annotated[list[str] | None, typer.Option("--key", help="A key field (repeatable).")] = None,
+    infer_roles: Annotated[
+        bool,
+        typer.Option("--infer-roles", help="Propose field roles from names and values (shown, not written)."),
+    ] = False,
+    write_roles: Annotated[
+        bool, typer.Option("--write-roles", help="Write the proposed roles into the contract.")
+    ] = False,
+    scan_pii: Annotated[
+        bool,
+        typer.Option(
+            "--scan-pii",
+            help="Warn about likely e-mail addresses, phone and card numbers in unclassified fields.",
+        ),
+    ] = False,
     workers: WorkersOpt = None,
     engine: EngineOpt = None,
     ray_address: RayAddressOpt = None,
@@ -65,12 +81,22 @@ def register(
         owners=owner or (),
         key=key or (),
         workers=workers,
+        scan_pii=scan_pii,
+        write_roles=write_roles,
         engine=executor,
         storage_options=storage_options(storage_option),
         progress=progress_for(json_output),
     )
+    proposals = None
+    if infer_roles and not write_roles:
+        proposals = register_command.propose_roles(
+            contract, registry=registry, storage_options=storage_options(storage_option)
+        )
     if json_output:
-        print_json(contract.to_dict())
+        if proposals is None:
+            print_json(contract.to_dict())
+        else:
+            print_json({"contract": contract.to_dict(), "proposed_roles": [p.to_dict() for p in proposals]})
         return
     fp = contract.fingerprint
     console.print(
@@ -81,6 +107,43 @@ def register(
     ran = engine_line(executor.report())
     if ran:
         console.print(f"  {ran}")
+    if scan_pii:
+        _render_pii_scan(contract.metadata.get("pii_scan") or {})
+    if write_roles:
+        written = [f"{f.name}: {f.role}" for f in contract.schema.fields if f.role]
+        console.print("roles in the contract: " + (", ".join(written) or "none found"), highlight=False)
+    for proposal in proposals or ():
+        media = f" ({proposal.media_type})" if proposal.media_type else ""
+        console.print(
+            f"  proposed role for {proposal.field}: {proposal.role}{media}, from {proposal.evidence}",
+            markup=False,
+            highlight=False,
+        )
+    if proposals is not None:
+        console.print(
+            "roles proposed, not written: register again with --write-roles to write them"
+            if proposals
+            else "no roles proposed",
+            highlight=False,
+        )
+
+
+_PII_WORDS = {"email": "e-mail addresses", "phone": "phone numbers", "card": "payment card numbers (Luhn)"}
+
+
+def _render_pii_scan(scan: dict[str, Any]) -> None:
+    """The warnings of ``--scan-pii``: counts per field and kind (the scan keeps no value)."""
+    findings = scan.get("findings") or []
+    if not findings:
+        console.print(f"  pii scan: nothing found in {scan.get('rows', 0):,} sampled rows")
+        return
+    for f in findings:
+        what = _PII_WORDS.get(f["kind"], f["kind"])
+        console.print(
+            f"  [bold yellow]warning:[/] field {f['field']}: {f['count']:,} of {f['sampled']:,} sampled "
+            f"values look like {what}: classify it (classification: pii, with --schema) or check the data",
+            highlight=False,
+        )
 
 
 def add_to(app: typer.Typer) -> None:

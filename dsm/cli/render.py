@@ -39,6 +39,7 @@ __all__ = [
     "money",
     "print_json",
     "progress_for",
+    "readiness_table",
     "seconds",
     "si",
 ]
@@ -114,3 +115,23 @@ def progress_for(json_output: bool) -> BarProgress | None:
     if json_output or not sys.stderr.isatty():
         return None
     return BarProgress()
+
+
+_READINESS_COLOURS = {"pass": "bold green", "warn": "bold yellow", "fail": "bold red", "unknown": "dim"}
+
+
+def readiness_table(checks: Any, *, title: str, skipped: Any = ()) -> Any:
+    """The answers of ``dsm storage check`` as a table: ``checks`` are their ``to_dict()`` forms (what
+    ``dsm storage check --json`` prints, and what a cutover plan keeps), ``skipped`` the names the user let
+    fail (``--skip-readiness``)."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=title)
+    for column in ("check", "status", "required", "answer"):
+        table.add_column(column)
+    for c in checks:
+        required = "yes" if c["required"] else ("skipped" if c["name"] in set(skipped) else "")
+        colour = _READINESS_COLOURS.get(c["status"], "")
+        table.add_row(c["name"], f"[{colour}]{c['status']}[/]", required, escape(c["detail"]))
+    return table

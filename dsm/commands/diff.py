@@ -21,15 +21,28 @@ Nested types (struct fields, list items, map keys and values) are compared the s
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dsm.contract import Contract, Schema
 from dsm.registry import Registry, open_registry
 from dsm.validators.compatibility import FieldChange, compare_schemas, verdict
 
-__all__ = ["VERDICTS", "ContractDiff", "FieldChange", "FieldRow", "PropertyRow", "compare_schemas", "diff"]
+if TYPE_CHECKING:
+    from dsm.engine import Progress
+    from dsm.inspect.rowdiff import RowDiff
+
+__all__ = [
+    "VERDICTS",
+    "ContractDiff",
+    "FieldChange",
+    "FieldRow",
+    "PropertyRow",
+    "compare_schemas",
+    "diff",
+    "diff_rows",
+]
 
 VERDICTS = ("identical", "compatible", "breaking")
 
@@ -173,3 +186,62 @@ def diff(
         fields=_field_rows(a.schema, b.schema, changes),
         properties=_properties(a, b),
     )
+
+
+def diff_rows(
+    old: str | Contract,
+    new: str | Contract,
+    *,
+    key: Sequence[str] | None = None,
+    sample: int = 10,
+    memory_limit: int | str = "256MB",
+    workers: int | None = None,
+    workdir: str | None = None,
+    use_fingerprints: bool = True,
+    unmask: Sequence[str] = (),
+    reason: str | None = None,
+    registry: str | Registry | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    cache_dir: str | None = None,
+    progress: Progress | None = None,
+) -> RowDiff:
+    """Rows added, removed and changed from ``old`` to ``new``: matched by ``key`` (default: the contract's
+    key), else by position. Changed-cell counts per column and a sample of each kind come with the counts;
+    shards whose fingerprints are equal are skipped unread. Memory stays within about ``memory_limit`` of
+    hashed rows per partition, spilled to ``workdir`` (default: the system's temporary folder), whatever the
+    datasets' sizes. See :mod:`dsm.inspect.rowdiff`.
+
+    >>> d = diff_rows("web-text@3", "web-text@4", key=["id"])  # doctest: +SKIP
+    >>> d.added, d.removed, d.changed, d.changed_cells["text"]  # doctest: +SKIP
+    (500, 500, 1000, 1000)
+    """
+    from dsm.inspect.rowdiff import compare_rows
+    from dsm.inspect.source import open_rows
+    from dsm.units import parse_size
+
+    limit = parse_size(memory_limit, what="memory_limit")
+    reg = open_registry(registry, storage_options)
+    sides = [
+        open_rows(
+            ref,
+            registry=reg,
+            unmask=unmask,
+            reason=reason,
+            command="diff --rows",
+            storage_options=storage_options,
+            cache_dir=cache_dir,
+        )
+        for ref in (old, new)
+    ]
+    with compare_rows(
+        sides[0],
+        sides[1],
+        key=key,
+        sample=sample,
+        memory_limit=limit,
+        workers=workers,
+        workdir=workdir,
+        use_fingerprints=use_fingerprints,
+        progress=progress,
+    ) as run:
+        return run.summary

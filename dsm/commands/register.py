@@ -5,7 +5,7 @@ from __future__ import annotations
 import fnmatch
 import posixpath
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -13,17 +13,30 @@ import pyarrow as pa
 import yaml
 
 from dsm._version import tool_name
+from dsm.commands.policy import check_location, policy_error
 from dsm.contract import Contract, Lineage, Schema
 from dsm.engine import Executor, NullProgress, Progress, map_units, open_executor
 from dsm.errors import ContractError, InputError, SchemaError
 from dsm.formats import Format, detect_format, get_format
+from dsm.inspect.roles import RoleProposal, infer_roles
+from dsm.policy import carry_classifications
 from dsm.registry import Registry, load_contract_file, open_registry
-from dsm.shards import DescribedShard, contract_location, dataset_fingerprint, describe_shard, shard_schema
+from dsm.shards import (
+    DescribedShard,
+    contract_location,
+    dataset_fingerprint,
+    describe_shard,
+    iter_shard,
+    shard_schema,
+)
 from dsm.storage import FileInfo, Location, location, redact
 from dsm.units import utc_now_text
+from dsm.validators.pii import scan_shards
 from dsm.validators.schema import schema_differences
 
-__all__ = ["ScannedSource", "register", "scan_source"]
+__all__ = ["ScannedSource", "propose_roles", "register", "scan_source"]
+
+_ROLE_SAMPLE_ROWS = 500
 
 _GLOB_CHARS = "*?["
 
@@ -154,6 +167,8 @@ def register(
     owners: Sequence[str] = (),
     key: Sequence[str] = (),
     workers: int | None = None,
+    write_roles: bool = False,
+    scan_pii: bool = False,
     engine: str | Executor | None = None,
     ray_address: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
@@ -162,9 +177,14 @@ def register(
     """Scan the shards at ``source`` and publish a new version of contract ``name``; return it.
 
     Computes per shard its bytes, rows, ``xxh3-128`` checksum and row fingerprints, and the dataset's
-    fingerprint. Nothing is written unless every shard decodes under the schema. The shards are read on
-    ``engine`` (``"local"`` or ``"ray"``, with ``ray_address``; default ``DSM_ENGINE``, else local),
-    which the lineage records; the contract is the same on every engine.
+    fingerprint. Nothing is written unless every shard decodes under the schema. Classification tags of
+    the dataset's newest version are carried to same-named fields, and the registry's data policy must
+    allow the location (else InputError naming the rule, before any shard is read). ``scan_pii`` samples
+    rows for e-mail addresses, phone and card numbers in unclassified fields and records the counts (never
+    a value) in ``metadata.pii_scan``. With ``write_roles``, the roles :func:`propose_roles` finds are
+    written on the fields that have none. The shards are read on ``engine`` (``"local"`` or ``"ray"``,
+    with ``ray_address``; default ``DSM_ENGINE``, else local), which the lineage records; the contract is
+    the same on every engine.
 
     >>> contract = register("data/web-text/", name="web-text")  # doctest: +SKIP
     >>> contract.ref  # doctest: +SKIP
@@ -179,6 +199,18 @@ def register(
     problems = fmt.unsupported(arrow_schema)
     if problems:
         raise SchemaError(f"format {scan.format} cannot hold this schema: {'; '.join(problems)}")
+    newest = reg.versions(name)
+    annotations = carry_classifications(given, reg.get(name, newest[-1]).schema if newest else None)
+    declared = Schema.from_arrow(arrow_schema, annotations=annotations, key=key)
+    verdict = check_location(
+        declared,
+        contract_location(scan.root),
+        sample=scan.files[0].path,
+        registry=reg,
+        storage_options=storage_options,
+    )
+    if not verdict.ok:
+        raise policy_error(verdict, f"register {name}")
     progress = progress or NullProgress()
     total = sum(f.size for f in scan.files)
     progress.start(total_bytes=2 * total, total_units=len(scan.files), description=f"register {name}")
@@ -196,14 +228,26 @@ def register(
         )
     finally:
         progress.finish()
-    metadata = {"source_glob": scan.pattern} if scan.pattern else {}
+    metadata: dict[str, Any] = {"source_glob": scan.pattern} if scan.pattern else {}
+    if scan_pii:
+        classified = {f.name for f in declared.fields if f.classification}
+        found = scan_shards(scan.root, [f.path for f in scan.files], fmt, arrow_schema, classified=classified)
+        metadata["pii_scan"] = found.to_dict()
+    if write_roles:
+        first = next(
+            iter_shard(scan.root, scan.files[0].path, fmt, schema=arrow_schema, batch_rows=_ROLE_SAMPLE_ROWS),
+            None,
+        )
+        if first is not None:
+            proposals = infer_roles(pa.Table.from_batches([first]), known=_roles(declared))
+            declared = _with_roles(declared, proposals)
     contract = Contract(
         name=name,
         description=description,
         owners=tuple(owners),
         location=contract_location(scan.root),
         format=scan.format,
-        schema=Schema.from_arrow(arrow_schema, annotations=given, key=key),
+        schema=declared,
         shards=tuple(r.shard for r in results),
         fingerprint=dataset_fingerprint(r.digest for r in results),
         lineage=Lineage(
@@ -215,3 +259,40 @@ def register(
         metadata=metadata,
     )
     return reg.publish(contract)
+
+
+def _roles(schema: Schema) -> dict[str, str | None]:
+    return {f.name: f.role for f in schema.fields}
+
+
+def _with_roles(schema: Schema, proposals: Sequence[RoleProposal]) -> Schema:
+    """``schema`` with the proposed roles (and media types) on fields that have no role."""
+    by_field = {p.field: p for p in proposals}
+    fields = []
+    for f in schema.fields:
+        proposal = by_field.get(f.name)
+        if proposal is not None and not f.role:
+            f = replace(f, role=proposal.role, media_type=f.media_type or proposal.media_type)
+        fields.append(f)
+    return Schema(fields=tuple(fields), key=schema.key)
+
+
+def propose_roles(
+    ref: str | Contract,
+    *,
+    registry: str | Registry | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> tuple[RoleProposal, ...]:
+    """Roles for the fields of a dataset that has none, proposed from their names and its first rows
+    (a chat's list of {role, content} structs, PNG or JPEG bytes, ``reward``/``done`` columns...).
+    Nothing is written: ``dsm register --write-roles`` writes them.
+
+    >>> [(p.field, p.role) for p in propose_roles("rollouts@1")]  # doctest: +SKIP
+    [('episode_id', 'episode'), ('reward', 'reward'), ('done', 'done')]
+    """
+    from dsm.inspect.source import RowSource
+
+    reg = open_registry(registry, storage_options)
+    contract = reg.resolve(ref)
+    source = RowSource(contract, storage_options=storage_options)
+    return tuple(source.propose_roles(rows=_ROLE_SAMPLE_ROWS))

@@ -1,6 +1,7 @@
 """``dsm convert-format`` and ``dsm reshard``: rewrite a dataset without changing one row.
 
-Keywords -> :class:`~dsm.rewrite.spec.RewriteSpec` -> the rewrite engine (:mod:`dsm.rewrite.run`: check the
+Keywords -> :class:`~dsm.rewrite.spec.RewriteSpec` -> the registry's data policy on the destination
+(docs/policy.md, before anything is written) -> the rewrite engine (:mod:`dsm.rewrite.run`: check the
 target format can hold the schema, plan the output files from the source contract, check the source
 shards, write and prove every file, resume after a crash) -> publish the new contract, the commit point
 -> :class:`RewriteResult`. The result is byte-identical whatever ``workers`` is.
@@ -19,6 +20,7 @@ from typing import Any
 
 from dsm._moved import forwarding
 from dsm._version import tool_name
+from dsm.commands.policy import check_destination, policy_error
 from dsm.contract import Contract, Lineage
 from dsm.engine import EngineReport, Executor, Progress, open_executor
 from dsm.errors import DatasetNotFound, InputError
@@ -26,6 +28,7 @@ from dsm.registry import Registry, open_registry, parse_reference
 from dsm.rewrite.plan import RewritePlan
 from dsm.rewrite.run import execute_rewrite, finish_rewrite, prepare_rewrite
 from dsm.rewrite.spec import RewriteSpec
+from dsm.storage import redact
 from dsm.units import utc_now_text
 
 __all__ = ["RewriteResult", "convert_format", "reshard", "rewrite"]
@@ -135,6 +138,9 @@ def rewrite(
     if "@" in target_name:
         raise InputError(f"--name {target_name!r} is a name, without a version or alias")
     parse_reference(target_name)
+    verdict = check_destination(source.schema, dest, registry=reg, storage_options=storage_options)
+    if not verdict.ok:  # before the engine touches the destination
+        raise policy_error(verdict, f"{spec.operation} of {source.ref} to {redact(dest)}")
     job = prepare_rewrite(
         source,
         dest,

@@ -13,11 +13,13 @@ from typing import Any
 
 from dsm.errors import InputError
 from dsm.formats.base import DEFAULT_BATCH_ROWS, Format, FormatWriter
+from dsm.formats.index import ShardIndex
 
 __all__ = [
     "DEFAULT_BATCH_ROWS",
     "Format",
     "FormatWriter",
+    "ShardIndex",
     "detect_format",
     "format_names",
     "get_format",

@@ -8,7 +8,7 @@ from typing import IO, Any
 
 import pyarrow as pa
 
-from dsm.errors import InputError, SchemaError
+from dsm.errors import FormatError, InputError, SchemaError
 
 __all__ = [
     "STREAM_CODECS",
@@ -27,6 +27,7 @@ __all__ = [
     "open_input_stream",
     "open_output_stream",
     "project_schema",
+    "read_span",
     "slice_batches",
 ]
 
@@ -146,6 +147,32 @@ def open_output_stream(file: IO[bytes], compression: str | None) -> Any:
     if compression is None:
         return sink
     return pa.CompressedOutputStream(pa.PythonFile(sink, mode="w"), compression)
+
+
+def read_span(file: IO[bytes], start: int, end: int, compression: str | None) -> bytes:
+    """Bytes ``start`` up to ``end`` of a file, or of its decompressed stream (which is decompressed from
+    its first byte: compressed text has no place to jump to)."""
+    size = end - start
+    if compression is None:
+        file.seek(start)
+        stream: Any = file
+    else:
+        file.seek(0)
+        stream = open_input_stream(file, compression)
+        skip = start
+        while skip > 0:
+            got = stream.read(min(skip, 16 << 20))
+            if not got:
+                raise FormatError(f"{compression} stream ends before byte {start}; the file changed")
+            skip -= len(got)
+    parts = []
+    while size > 0:
+        got = stream.read(size)
+        if not got:
+            raise FormatError(f"ends before byte {end}; the file changed after it was indexed")
+        parts.append(bytes(got))
+        size -= len(got)
+    return b"".join(parts)
 
 
 def is_string_like(type_: pa.DataType) -> bool:

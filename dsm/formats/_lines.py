@@ -1,14 +1,17 @@
-"""Where rows start in a run of whole lines (private to the line formats): the seek points of JSONL.
+"""Where rows start in a run of whole lines (private to the line formats): the seek points of JSONL and the
+row indexes of JSONL and CSV.
 
-A row is a line holding something other than whitespace; blank lines are not rows. Found with numpy over
-the bytes, never a Python loop per line.
+A JSONL row is a line holding something other than whitespace; blank lines are not rows. A CSV record ends
+at a newline outside quotes. Found with numpy over the bytes, never a Python loop per line.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["row_starts"]
+from dsm.formats.index import ShardIndex
+
+__all__ = ["BYTES_PER_PIECE", "ROWS_PER_PIECE", "LineIndexBuilder", "record_starts", "row_starts"]
 
 _BLANK = np.zeros(256, dtype=bool)
 for _byte in b" \t\n\r\x0b\x0c":
@@ -37,3 +40,101 @@ def row_starts(chunk: bytes) -> tuple[np.ndarray, np.ndarray]:
     filled = np.concatenate((np.zeros(1, dtype=np.int64), np.cumsum(~_BLANK[data], dtype=np.int64)))
     keep = filled[ends] > filled[starts]
     return starts[keep], line_index[keep]
+
+
+def record_starts(
+    chunk: bytes, *, quote: int = 34, keep_blank: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """The byte offset and 0-based line index of each CSV record of ``chunk``, which starts at a record.
+
+    A newline ends a record when an even number of quote bytes comes before it in the record (a doubled
+    quote inside a quoted value counts twice). Blank records (empty, or a lone ``\\r``) are dropped unless
+    ``keep_blank`` (a one-column file, where an empty line is a null value).
+
+    >>> starts, lines = record_starts(b'a,b\\n"x\\ny",1\\n\\n2,3\\n')
+    >>> starts.tolist(), lines.tolist()
+    ([0, 4, 13], [0, 1, 4])
+    """
+    data = np.frombuffer(chunk, dtype=np.uint8)
+    if not len(data):
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty
+    # Parity of the quotes so far; a uint8 running sum wraps at 256 but keeps its lowest bit.
+    parity = np.cumsum(data == quote, dtype=np.uint8) & 1
+    newlines = np.flatnonzero(data == 10)
+    ends = newlines[parity[newlines] == 0]
+    starts = np.concatenate((np.zeros(1, dtype=np.int64), ends.astype(np.int64) + 1))
+    if starts[-1] == len(data):
+        starts = starts[:-1]
+    lines = np.searchsorted(newlines, starts, side="left").astype(np.int64)
+    if keep_blank:
+        return starts, lines
+    stops = np.concatenate((ends.astype(np.int64), np.array([len(data)], dtype=np.int64)))[: len(starts)]
+    length = stops - starts
+    blank = (length == 0) | ((length == 1) & (data[np.minimum(starts, len(data) - 1)] == 13))
+    return starts[~blank], lines[~blank]
+
+
+def record_cut(chunk: bytes, *, quote: int = 34) -> int:
+    """The length of the longest prefix of ``chunk`` that is whole CSV records (0 when there is none)."""
+    data = np.frombuffer(chunk, dtype=np.uint8)
+    newlines = np.flatnonzero(data == 10)
+    if not len(newlines):
+        return 0
+    parity = np.cumsum(data == quote, dtype=np.uint8) & 1
+    ends = newlines[parity[newlines] == 0]
+    return int(ends[-1]) + 1 if len(ends) else 0
+
+
+ROWS_PER_PIECE = 1024
+BYTES_PER_PIECE = 1 << 20
+"""A piece of a line index holds at most this many rows, and starts a new one after about this many bytes:
+reading one row decodes at most one piece."""
+
+
+class LineIndexBuilder:
+    """Collects the row starts of consecutive chunks of one file into the pieces of a :class:`ShardIndex`."""
+
+    def __init__(
+        self, *, rows_per_piece: int = ROWS_PER_PIECE, bytes_per_piece: int = BYTES_PER_PIECE
+    ) -> None:
+        self._rows_per_piece = rows_per_piece
+        self._bytes_per_piece = bytes_per_piece
+        self._rows: list[int] = []
+        self._offsets: list[int] = []
+        self._lines: list[int] = []
+        self._row = 0
+        self._bytes = 0
+        self._next_row = 0
+        self._next_byte = 0
+
+    def add(self, length: int, starts: np.ndarray, lines: np.ndarray, first_line: int) -> None:
+        """A chunk of ``length`` bytes whose rows start at ``starts`` (offsets within it), on ``lines``
+        (0-based within it); its first line is line ``first_line`` (1-based) of the file."""
+        count = len(starts)
+        at = self._bytes + starts
+        i = 0
+        while i < count:
+            by_rows = self._next_row - self._row
+            by_bytes = int(np.searchsorted(at, self._next_byte, side="left"))
+            j = max(i, min(by_rows, by_bytes))
+            if j >= count:
+                break
+            self._rows.append(self._row + j)
+            self._offsets.append(int(at[j]))
+            self._lines.append(first_line + int(lines[j]))
+            self._next_row = self._row + j + self._rows_per_piece
+            self._next_byte = int(at[j]) + self._bytes_per_piece
+            i = j + 1
+        self._row += count
+        self._bytes += length
+
+    def finish(self, *, format: str, info: dict[str, object] | None = None) -> ShardIndex:
+        return ShardIndex(
+            format=format,
+            kind="lines",
+            starts=np.array([*self._rows, self._row], dtype=np.int64),
+            offsets=np.array([*self._offsets, self._bytes], dtype=np.int64),
+            lines=np.array(self._lines, dtype=np.int64),
+            info=dict(info or {}),
+        )

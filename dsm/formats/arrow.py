@@ -22,7 +22,8 @@ from dsm.formats._common import (
     project_schema,
     slice_batches,
 )
-from dsm.formats.base import DEFAULT_BATCH_ROWS, Format, FormatWriter
+from dsm.formats.base import DEFAULT_BATCH_ROWS, Format, FormatWriter, slice_rows
+from dsm.formats.index import ShardIndex
 
 __all__ = ["ArrowFormat"]
 
@@ -81,6 +82,14 @@ class ArrowFormat(Format):
         batch_rows: int = DEFAULT_BATCH_ROWS,
     ) -> Iterator[pa.RecordBatch]:
         """The stored batches (cut to ``batch_rows``); with ``schema``, cast to it (SchemaError if not)."""
+        reader, target = self._projected(file, shard, schema, columns)
+        for index in range(reader.num_record_batches):
+            yield from slice_batches(self._batch(reader, index, target, shard), batch_rows)
+
+    def _projected(
+        self, file: IO[bytes], shard: str, schema: pa.Schema | None, columns: Sequence[str] | None
+    ) -> tuple[Any, pa.Schema]:
+        """A reader of only the stored fields that ``schema`` projected to ``columns`` needs."""
         stored = self._open(file, shard).schema
         target = project_schema(schema if schema is not None else stored, columns, shard=shard)
         indices = []
@@ -92,14 +101,54 @@ class ArrowFormat(Format):
                 )
             indices.append(index)
         file.seek(0)
-        reader = self._open(file, shard, ipc.IpcReadOptions(included_fields=sorted(set(indices))))
-        for index in range(reader.num_record_batches):
-            try:
-                batch = reader.get_batch(index)
-                batch.validate()
-            except pa.ArrowException as exc:
-                raise _unreadable(shard, exc) from None
-            yield from slice_batches(conform_batch(batch, target, shard=shard), batch_rows)
+        return self._open(file, shard, ipc.IpcReadOptions(included_fields=sorted(set(indices)))), target
+
+    @staticmethod
+    def _batch(reader: Any, index: int, target: pa.Schema, shard: str) -> pa.RecordBatch:
+        try:
+            batch = reader.get_batch(index)
+            batch.validate()
+        except pa.ArrowException as exc:
+            raise _unreadable(shard, exc) from None
+        return conform_batch(batch, target, shard=shard)
+
+    def index_shard(self, file: IO[bytes], *, shard: str, schema: pa.Schema | None = None) -> ShardIndex:
+        """Record batches from the footer (their offsets) and their message headers (their rows): no
+        batch body is read."""
+        try:
+            blocks = _record_batch_blocks(file)
+            rows = [_batch_length(file, offset, meta) for offset, meta, _ in blocks]
+        except (ValueError, IndexError) as exc:
+            raise FormatError(f"shard {shard}: not a readable Arrow IPC file ({exc})") from None
+        end = blocks[-1][0] + blocks[-1][1] + blocks[-1][2] if blocks else 0
+        return ShardIndex.of(
+            format=self.name, kind="record_batch", rows=rows, offsets=[b[0] for b in blocks] + [end]
+        )
+
+    def read_rows(
+        self,
+        file: IO[bytes],
+        index: ShardIndex,
+        *,
+        shard: str,
+        start: int,
+        stop: int,
+        schema: pa.Schema | None = None,
+        columns: Sequence[str] | None = None,
+        batch_rows: int = DEFAULT_BATCH_ROWS,
+    ) -> Iterator[pa.RecordBatch]:
+        """Only the record batches holding rows ``start`` up to ``stop`` are read, and of those only the
+        buffers of the projected fields."""
+        index.check_range(start, stop, shard=shard)
+        if start == stop:
+            return
+        first, last = index.piece_of(start), index.piece_of(stop - 1)
+        reader, target = self._projected(file, shard, schema, columns)
+        if reader.num_record_batches != index.pieces:
+            raise FormatError(f"shard {shard}: the row index does not match the file; it changed, rebuild it")
+        batches = (self._batch(reader, i, target, shard) for i in range(first, last + 1))
+        for batch in slice_rows(batches, int(index.starts[first]), start, stop):
+            yield from slice_batches(batch, batch_rows)
 
     def open_writer(self, file: IO[bytes], schema: pa.Schema) -> FormatWriter:
         return _ArrowWriter(file, schema, self.compression)
@@ -121,3 +170,80 @@ class _ArrowWriter(FormatWriter):
         if not self._closed:
             self._closed = True
             self._writer.close()
+
+
+# Arrow IPC file layout: the footer (a flatbuffer) lists each record batch as a Block {offset: int64,
+# metaDataLength: int32, bodyLength: int64}; each batch's message header holds its row count. pyarrow reads a
+# whole batch to tell its rows, so the few flatbuffer fields needed are read here.
+_MAGIC = b"ARROW1"
+_RECORD_BATCH = 3  # MessageHeader.RecordBatch
+
+
+def _u16(data: bytes, at: int) -> int:
+    return int.from_bytes(data[at : at + 2], "little")
+
+
+def _u32(data: bytes, at: int) -> int:
+    return int.from_bytes(data[at : at + 4], "little")
+
+
+def _field(data: bytes, table: int, number: int) -> int | None:
+    """The position of field ``number`` of the flatbuffer table at ``table``, or None when absent."""
+    vtable = table - int.from_bytes(data[table : table + 4], "little", signed=True)
+    entry = 4 + 2 * number
+    if entry + 2 > _u16(data, vtable):
+        return None
+    offset = _u16(data, vtable + entry)
+    return table + offset if offset else None
+
+
+def _read_at(file: IO[bytes], offset: int, size: int) -> bytes:
+    file.seek(offset)
+    data = bytes(file.read(size))
+    if len(data) != size:
+        raise ValueError(f"ends before byte {offset + size}")
+    return data
+
+
+def _record_batch_blocks(file: IO[bytes]) -> list[tuple[int, int, int]]:
+    """``(offset, metadata length, body length)`` of each record batch, from the file's footer."""
+    size = file.seek(0, 2)
+    if size < 2 * len(_MAGIC) + 4 or _read_at(file, 0, len(_MAGIC)) != _MAGIC:
+        raise ValueError("no Arrow IPC file magic at its start")
+    tail = _read_at(file, size - len(_MAGIC) - 4, len(_MAGIC) + 4)
+    if tail[4:] != _MAGIC:
+        raise ValueError("no Arrow IPC file magic at its end")
+    length = int.from_bytes(tail[:4], "little", signed=True)
+    if not 0 < length <= size - 2 * len(_MAGIC) - 4:
+        raise ValueError(f"footer length {length} does not fit the file")
+    footer = _read_at(file, size - len(_MAGIC) - 4 - length, length)
+    root = _u32(footer, 0)
+    where = _field(footer, root, 3)  # Footer.recordBatches
+    if where is None:
+        return []
+    vector = where + _u32(footer, where)
+    blocks = []
+    for i in range(_u32(footer, vector)):
+        at = vector + 4 + 24 * i
+        offset = int.from_bytes(footer[at : at + 8], "little", signed=True)
+        meta = int.from_bytes(footer[at + 8 : at + 12], "little", signed=True)
+        body = int.from_bytes(footer[at + 16 : at + 24], "little", signed=True)
+        blocks.append((offset, meta, body))
+    return blocks
+
+
+def _batch_length(file: IO[bytes], offset: int, meta_length: int) -> int:
+    """The rows of the record batch whose message starts at ``offset``, from its header alone."""
+    meta = _read_at(file, offset, meta_length)
+    start = 8 if meta[:4] == b"\xff\xff\xff\xff" else 4  # continuation marker, then the length
+    message = meta[start:]
+    root = _u32(message, 0)
+    kind = _field(message, root, 1)  # Message.header_type
+    if kind is None or message[kind] != _RECORD_BATCH:
+        raise ValueError(f"the block at byte {offset} is not a record batch")
+    where = _field(message, root, 2)  # Message.header
+    if where is None:
+        raise ValueError(f"the record batch at byte {offset} has no header")
+    header = where + _u32(message, where)
+    length = _field(message, header, 0)  # RecordBatch.length
+    return 0 if length is None else int.from_bytes(message[length : length + 8], "little", signed=True)

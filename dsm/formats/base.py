@@ -10,8 +10,9 @@ from typing import IO, Any, ClassVar
 import pyarrow as pa
 
 from dsm.errors import InputError
+from dsm.formats.index import ShardIndex
 
-__all__ = ["DEFAULT_BATCH_ROWS", "Format", "FormatWriter", "SeekPoint"]
+__all__ = ["DEFAULT_BATCH_ROWS", "Format", "FormatWriter", "SeekPoint", "ShardIndex", "slice_rows"]
 
 DEFAULT_BATCH_ROWS = 65_536
 """Rows per record batch that readers aim for; bounds memory for any shard size."""
@@ -73,6 +74,9 @@ class Format(ABC):
     extensions: ClassVar[tuple[str, ...]]
     self_describing: ClassVar[bool] = True
     """True when files carry their own schema (Parquet, Arrow); text formats are parsed with a given one."""
+    index_by_scan: ClassVar[bool] = False
+    """True when :meth:`index_shard` reads the whole file (line and tar formats): callers keep the index,
+    keyed by the file's checksum. False: it reads a footer, which is cheap enough to read again."""
 
     def options(self) -> dict[str, Any]:
         """The write options this instance was made with (recorded in contracts as ``format_options``)."""
@@ -195,3 +199,81 @@ class Format(ABC):
                 continue
             yield (batch.slice(skip) if skip else batch), None
             skip = 0
+
+    # ------------------------------------------------------------------------------ random access to rows
+
+    def index_shard(self, file: IO[bytes], *, shard: str, schema: pa.Schema | None = None) -> ShardIndex:
+        """The pieces of one file that decode on their own (see :class:`ShardIndex`).
+
+        The default cuts the file into its fragments (:meth:`fragment_rows`), without byte offsets. Formats
+        with ``index_by_scan`` read the file once from its first byte to its last, in order, so that a
+        caller can checksum the bytes as they pass.
+        """
+        file.seek(0)
+        rows = self.fragment_rows(file, shard=shard)
+        return ShardIndex.of(format=self.name, kind="file" if len(rows) == 1 else "row_group", rows=rows)
+
+    def read_rows(
+        self,
+        file: IO[bytes],
+        index: ShardIndex,
+        *,
+        shard: str,
+        start: int,
+        stop: int,
+        schema: pa.Schema | None = None,
+        columns: Sequence[str] | None = None,
+        batch_rows: int = DEFAULT_BATCH_ROWS,
+    ) -> Iterator[pa.RecordBatch]:
+        """Rows ``start`` up to ``stop`` of one file, decoding only the pieces of ``index`` that hold them.
+
+        Batches have ``schema`` projected to ``columns``, as :meth:`iter_batches` gives them.
+        """
+        index.check_range(start, stop, shard=shard)
+        if start == stop:
+            return
+        first, last = index.piece_of(start), index.piece_of(stop - 1)
+        file.seek(0)
+        if index.pieces > 1:
+            batches = self.iter_fragments(
+                file,
+                range(first, last + 1),
+                shard=shard,
+                schema=schema,
+                columns=columns,
+                batch_rows=batch_rows,
+            )
+        else:
+            batches = self.iter_batches(
+                file, shard=shard, schema=schema, columns=columns, batch_rows=batch_rows
+            )
+        yield from slice_rows(batches, int(index.starts[first]), start, stop)
+
+    def row_lines(
+        self, file: IO[bytes], index: ShardIndex, *, shard: str, start: int, stop: int
+    ) -> list[tuple[int, int]] | None:
+        """``(1-based line, byte offset)`` where each row ``start`` up to ``stop`` begins, for formats whose
+        rows are lines (offsets of the decompressed stream when compressed); None for others."""
+        return None
+
+    def value_range(self, index: ShardIndex, row: int, column: str) -> tuple[int, int] | None:
+        """``(offset, length)`` of the bytes of ``column`` at ``row`` where the file stores them as they are
+        (WebDataset members), so that they can be served straight from the file; None for other formats."""
+        return None
+
+
+def slice_rows(
+    batches: Iterator[pa.RecordBatch], first_row: int, start: int, stop: int
+) -> Iterator[pa.RecordBatch]:
+    """The rows ``start`` up to ``stop`` of ``batches`` whose first row is ``first_row``; stops reading
+    ``batches`` once ``stop`` is reached."""
+    row = first_row
+    for batch in batches:
+        end = row + batch.num_rows
+        if end > start:
+            lo, hi = max(start - row, 0), min(stop, end) - row
+            if hi > lo:
+                yield batch.slice(lo, hi - lo) if (lo, hi) != (0, batch.num_rows) else batch
+        row = end
+        if row >= stop:
+            return

@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import IO, Any, ClassVar
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pcsv
 
@@ -33,9 +34,12 @@ from dsm.formats._common import (
     open_input_stream,
     open_output_stream,
     project_schema,
+    read_span,
     slice_batches,
 )
+from dsm.formats._lines import LineIndexBuilder, record_cut, record_starts
 from dsm.formats.base import DEFAULT_BATCH_ROWS, Format, FormatWriter
+from dsm.formats.index import ShardIndex
 
 __all__ = ["CsvFormat"]
 
@@ -91,6 +95,7 @@ class CsvFormat(Format):
     name: ClassVar[str] = "csv"
     extensions: ClassVar[tuple[str, ...]] = (".csv", ".csv.gz")
     self_describing: ClassVar[bool] = False
+    index_by_scan: ClassVar[bool] = True
 
     def __init__(self, *, delimiter: str = ",", header: bool = True, compression: str | None = None) -> None:
         if len(delimiter) != 1 or delimiter in ('"', "\n", "\r"):
@@ -367,6 +372,113 @@ class CsvFormat(Format):
                         f'shard {shard} line {line} field "{field}": expected {type_name}, got "{value}"'
                     )
         return FormatError(f"shard {shard}: not readable as CSV ({describe_exception(exc)})")
+
+    # ------------------------------------------------------------------------------------ random access
+
+    def index_shard(self, file: IO[bytes], *, shard: str, schema: pa.Schema | None = None) -> ShardIndex:
+        """Blocks of whole records found by one pass over the file: a newline ends a record outside quotes
+        (nothing is parsed). The header's column names are kept, in the file's order."""
+        try:
+            first = self._first_record(file)
+        except FormatError as exc:
+            raise FormatError(f"shard {shard}: {exc}") from None
+        quote = ord('"')
+        keep_blank = first is not None and len(first) == 1
+        builder = LineIndexBuilder()
+        file.seek(0)
+        stream = open_input_stream(file, self.compression)
+        pending, line, header = b"", 1, self.header
+        while True:
+            try:
+                data = bytes(stream.read(_BLOCK_BYTES))
+            except (pa.ArrowException, OSError) as exc:
+                if not is_codec_error(exc, self.compression):
+                    raise
+                raise FormatError(
+                    f"shard {shard}: not readable as {self.compression}-compressed data"
+                ) from None
+            buffer = pending + data if pending else data
+            cut = len(buffer) if not data else record_cut(buffer, quote=quote)
+            chunk, pending = buffer[:cut], buffer[cut:]
+            starts, lines = record_starts(chunk, quote=quote, keep_blank=keep_blank)
+            if header and len(starts):
+                starts, lines, header = starts[1:], lines[1:], False
+            builder.add(len(chunk), starts, lines, line)
+            line += chunk.count(b"\n")
+            if not data:
+                break
+        columns = first if self.header else None
+        return builder.finish(
+            format=self.name, info={"compressed": self.compression is not None, "columns": columns}
+        )
+
+    def _span(
+        self, file: IO[bytes], index: ShardIndex, start: int, stop: int, shard: str
+    ) -> tuple[bytes, np.ndarray, np.ndarray, int, int]:
+        first, last = index.piece_of(start), index.piece_of(stop - 1)
+        span = index.span(first, last)
+        if span is None or index.lines is None:
+            raise FormatError(f"shard {shard}: the row index has no byte offsets; rebuild it")
+        try:
+            data = read_span(file, span[0], span[1], self.compression)
+        except FormatError as exc:
+            raise FormatError(f"shard {shard}: {exc}") from None
+        columns = index.info.get("columns")
+        keep_blank = columns is not None and len(columns) == 1
+        starts, lines = record_starts(data, quote=ord('"'), keep_blank=keep_blank)
+        if stop - int(index.starts[first]) > len(starts):
+            raise FormatError(f"shard {shard}: the row index does not match the file; it changed, rebuild it")
+        return data, starts, lines, int(index.starts[first]), int(index.lines[first])
+
+    def read_rows(
+        self,
+        file: IO[bytes],
+        index: ShardIndex,
+        *,
+        shard: str,
+        start: int,
+        stop: int,
+        schema: pa.Schema | None = None,
+        columns: Sequence[str] | None = None,
+        batch_rows: int = DEFAULT_BATCH_ROWS,
+    ) -> Iterator[pa.RecordBatch]:
+        """Only the records of rows ``start`` up to ``stop`` are parsed."""
+        index.check_range(start, stop, shard=shard)
+        if start == stop:
+            return
+        if schema is None:
+            file.seek(0)
+            schema = self.read_schema(file, shard=shard)
+        target = project_schema(schema, columns, shard=shard)
+        data, starts, _, first_row, _ = self._span(file, index, start, stop, shard)
+        lo, hi = start - first_row, stop - first_row
+        end = int(starts[hi]) if hi < len(starts) else len(data)
+        in_file = index.info.get("columns") or schema.names
+        missing = [name for name in in_file if schema.get_field_index(name) < 0]
+        if missing:
+            raise SchemaError(f'shard {shard}: column "{missing[0]}" of the header is not in the schema')
+        file_schema = pa.schema([schema.field(name) for name in in_file])
+        records = CsvFormat(delimiter=self.delimiter, header=False)
+        yield from records.iter_batches(
+            io.BytesIO(data[int(starts[lo]) : end]),
+            shard=shard,
+            schema=file_schema,
+            columns=target.names,
+            batch_rows=batch_rows,
+        )
+
+    def row_lines(
+        self, file: IO[bytes], index: ShardIndex, *, shard: str, start: int, stop: int
+    ) -> list[tuple[int, int]] | None:
+        index.check_range(start, stop, shard=shard)
+        if start == stop:
+            return []
+        _, starts, lines, first_row, first_line = self._span(file, index, start, stop, shard)
+        base = int(index.offsets[index.piece_of(start)])
+        return [
+            (first_line + int(lines[i]), base + int(starts[i]))
+            for i in range(start - first_row, stop - first_row)
+        ]
 
     # ------------------------------------------------------------------------------------------ writing
 

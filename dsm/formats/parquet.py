@@ -22,6 +22,7 @@ from dsm.formats._common import (
     project_schema,
 )
 from dsm.formats.base import DEFAULT_BATCH_ROWS, Format, FormatWriter
+from dsm.formats.index import ShardIndex
 
 __all__ = ["ParquetFormat"]
 
@@ -188,6 +189,23 @@ class ParquetFormat(Format):
 
     def open_writer(self, file: IO[bytes], schema: pa.Schema) -> FormatWriter:
         return _ParquetWriter(file, schema, self)
+
+    def index_shard(self, file: IO[bytes], *, shard: str, schema: pa.Schema | None = None) -> ShardIndex:
+        """Row groups from the footer: the rows of each and the byte offset of its first page."""
+        metadata = self._open(file, shard).metadata
+        rows, offsets = [], []
+        end = 4  # after the leading magic
+        for index in range(metadata.num_row_groups):
+            group = metadata.row_group(index)
+            rows.append(int(group.num_rows))
+            starts = []
+            for column in range(group.num_columns):
+                chunk = group.column(column)
+                first = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
+                starts.append(int(first))
+                end = max(end, int(first) + int(chunk.total_compressed_size))
+            offsets.append(min(starts) if starts else end)
+        return ShardIndex.of(format=self.name, kind="row_group", rows=rows, offsets=[*offsets, end])
 
 
 class _ParquetWriter(FormatWriter):

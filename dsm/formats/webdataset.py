@@ -17,6 +17,7 @@ import tarfile
 from collections.abc import Iterator, Sequence
 from typing import IO, Any, ClassVar
 
+import numpy as np
 import pyarrow as pa
 
 from dsm.errors import FormatError, SchemaError
@@ -27,6 +28,7 @@ from dsm.formats._common import (
     project_schema,
 )
 from dsm.formats.base import DEFAULT_BATCH_ROWS, Format, FormatWriter
+from dsm.formats.index import ShardIndex
 
 __all__ = ["KEY_FIELD", "TEXT_EXTENSIONS", "WebDatasetFormat", "split_member"]
 
@@ -67,6 +69,7 @@ class WebDatasetFormat(Format):
     name: ClassVar[str] = "webdataset"
     extensions: ClassVar[tuple[str, ...]] = (".tar",)
     self_describing: ClassVar[bool] = False
+    index_by_scan: ClassVar[bool] = True
 
     def options(self) -> dict[str, Any]:
         return {}
@@ -93,11 +96,12 @@ class WebDatasetFormat(Format):
 
     # ------------------------------------------------------------------------------------------ reading
 
-    def _samples(self, file: IO[bytes], shard: str) -> Iterator[_Sample]:
-        """Samples in file order; members of one key must be consecutive."""
+    def _members(self, file: IO[bytes], shard: str) -> Iterator[tuple[str, str, tarfile.TarInfo, Any]]:
+        """``(key, extension, member, archive)`` of every file member in file order; the members of one
+        sample must be consecutive, with distinct extensions."""
         seen: set[str] = set()
         key: str | None = None
-        members: dict[str, bytes] = {}
+        extensions: set[str] = set()
         try:
             with tarfile.open(fileobj=file, mode="r|") as archive:
                 for member in archive:
@@ -107,21 +111,31 @@ class WebDatasetFormat(Format):
                     if parts is None:
                         raise FormatError(f'shard {shard}: member "{member.name}" has no key.extension name')
                     if parts[0] != key:
-                        if key is not None:
-                            yield key, members
-                        key, members = parts[0], {}
+                        key, extensions = parts[0], set()
                         if key in seen:
                             raise FormatError(
                                 f'shard {shard}: sample "{key}" is split: its members are not consecutive '
                                 f'(again at member "{member.name}")'
                             )
                         seen.add(key)
-                    if parts[1] in members:
+                    if parts[1] in extensions:
                         raise FormatError(f'shard {shard}: sample "{key}" has two "{parts[1]}" members')
-                    handle = archive.extractfile(member)
-                    members[parts[1]] = handle.read() if handle is not None else b""
+                    extensions.add(parts[1])
+                    yield parts[0], parts[1], member, archive
         except (tarfile.TarError, EOFError) as exc:
             raise FormatError(f"shard {shard}: not a readable tar file ({exc})") from None
+
+    def _samples(self, file: IO[bytes], shard: str) -> Iterator[_Sample]:
+        """Samples in file order, with the bytes of their members."""
+        key: str | None = None
+        members: dict[str, bytes] = {}
+        for name, extension, member, archive in self._members(file, shard):
+            if name != key:
+                if key is not None:
+                    yield key, members
+                key, members = name, {}
+            handle = archive.extractfile(member)  # before the stream moves on to the next member
+            members[extension] = handle.read() if handle is not None else b""
         if key is not None:
             yield key, members
 
@@ -206,6 +220,90 @@ class WebDatasetFormat(Format):
     def count_rows(self, file: IO[bytes], *, shard: str, schema: pa.Schema | None = None) -> int:
         """Samples in the file (members are read, not decoded)."""
         return sum(1 for _ in self._samples(file, shard))
+
+    # ------------------------------------------------------------------------------------ random access
+
+    def index_shard(self, file: IO[bytes], *, shard: str, schema: pa.Schema | None = None) -> ShardIndex:
+        """One piece per sample, from one pass over the tar headers: where each sample's first header
+        starts, and where the bytes of each member are (for :meth:`value_range`)."""
+        file.seek(0)
+        offsets: list[int] = []
+        columns: dict[str, int] = {}
+        member_piece: list[int] = []
+        member_column: list[int] = []
+        member_offset: list[int] = []
+        member_size: list[int] = []
+        key: str | None = None
+        end = 0
+        for name, extension, member, _ in self._members(file, shard):
+            if name != key:
+                key = name
+                offsets.append(member.offset)
+            member_piece.append(len(offsets) - 1)
+            member_column.append(columns.setdefault(extension, len(columns)))
+            member_offset.append(member.offset_data)
+            member_size.append(member.size)
+            end = member.offset_data + -(-member.size // tarfile.BLOCKSIZE) * tarfile.BLOCKSIZE
+        return ShardIndex.of(
+            format=self.name,
+            kind="sample",
+            rows=[1] * len(offsets),
+            offsets=[*offsets, end],
+            members={
+                "piece": member_piece,
+                "column": member_column,
+                "offset": member_offset,
+                "size": member_size,
+            },
+            info={"columns": list(columns)},
+        )
+
+    def read_rows(
+        self,
+        file: IO[bytes],
+        index: ShardIndex,
+        *,
+        shard: str,
+        start: int,
+        stop: int,
+        schema: pa.Schema | None = None,
+        columns: Sequence[str] | None = None,
+        batch_rows: int = DEFAULT_BATCH_ROWS,
+    ) -> Iterator[pa.RecordBatch]:
+        """Only the tar members of samples ``start`` up to ``stop`` are read: one range of the file."""
+        index.check_range(start, stop, shard=shard)
+        if start == stop:
+            return
+        span = index.span(start, stop - 1)
+        if span is None:
+            raise FormatError(f"shard {shard}: the row index has no byte offsets; rebuild it")
+        if schema is None:
+            file.seek(0)
+            schema = self.read_schema(file, shard=shard)
+        file.seek(span[0])
+        data = file.read(span[1] - span[0])
+        if len(data) != span[1] - span[0]:
+            raise FormatError(
+                f"shard {shard}: ends before byte {span[1]}; the file changed after it was indexed"
+            )
+        # The members of these samples, then an end-of-archive marker: a tar stream of its own.
+        stream = io.BytesIO(bytes(data) + b"\0" * (2 * tarfile.BLOCKSIZE))
+        yield from self.iter_batches(
+            stream, shard=shard, schema=schema, columns=columns, batch_rows=batch_rows
+        )
+
+    def value_range(self, index: ShardIndex, row: int, column: str) -> tuple[int, int] | None:
+        """Where the member ``KEY.COLUMN`` of sample ``row`` is in the file: its bytes as stored."""
+        known = list(index.info.get("columns") or [])
+        if column not in known or "piece" not in index.members:
+            return None
+        pieces = index.members["piece"]
+        lo, hi = np.searchsorted(pieces, row, side="left"), np.searchsorted(pieces, row, side="right")
+        hits = np.flatnonzero(index.members["column"][lo:hi] == known.index(column))
+        if not len(hits):
+            return None
+        at = int(lo + hits[0])
+        return int(index.members["offset"][at]), int(index.members["size"][at])
 
     # ------------------------------------------------------------------------------------------ writing
 

@@ -4,6 +4,10 @@
   :func:`location`, :func:`compare_and_swap`, :func:`storage_errors`.
 - :mod:`dsm.storage.options`: ``DSM_STORAGE_OPTIONS`` and options layered by protocol or URL prefix.
 - :mod:`dsm.storage.secrets`: :func:`redact`, :func:`public_url`, :func:`remember_secret`.
+- :mod:`dsm.storage.canonical`: :func:`canonical_location`, one value per stored file whatever spelling of its
+  URL or path named it (what deciding that two versions share a file compares).
+- :mod:`dsm.storage.readiness`: the store-specific answers of ``dsm storage check`` (each store's probe is in
+  its own module; local disk's in :mod:`dsm.storage.local`).
 - :mod:`dsm.storage.stores`: the :class:`ObjectStore` base and the registry of stores by protocol; one
   module per store: :mod:`dsm.storage.s3`, :mod:`dsm.storage.azure`, :mod:`dsm.storage.memory`.
 
@@ -12,6 +16,7 @@
 ('memory', [])
 """
 
+from dsm.storage.canonical import canonical_location, canonical_url, is_within
 from dsm.storage.location import (
     TEMP_MARKER,
     FileInfo,
@@ -28,8 +33,11 @@ __all__ = [
     "TEMP_MARKER",
     "FileInfo",
     "Location",
+    "canonical_location",
+    "canonical_url",
     "compare_and_swap",
     "is_temporary",
+    "is_within",
     "location",
     "options_for",
     "protocol_of",

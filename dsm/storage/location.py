@@ -59,6 +59,24 @@ def storage_errors(what: str) -> Iterator[None]:
         if isinstance(exc, StorageError):
             raise
         raise StorageError(f"{redact(what)}: storage failure: {redact(str(exc))}") from None
+    except Exception as exc:
+        service = _service_error(exc)
+        if service is None:
+            raise
+        text = redact(str(service).splitlines()[0] if str(service) else type(service).__name__)
+        if type(service).__name__ == "ResourceNotFoundError":
+            raise DatasetNotFound(f"{redact(what)}: not found ({text})") from None
+        raise StorageError(f"{redact(what)}: storage failure: {text}") from None
+
+
+def _service_error(exc: BaseException) -> BaseException | None:
+    """The Azure SDK error behind ``exc``, if any: adlfs raises them as they are, or wrapped in a
+    RuntimeError ("Failed to upload block: ..."); neither is an OSError."""
+    while exc is not None:
+        if type(exc).__module__.startswith("azure."):
+            return exc
+        exc = exc.__cause__  # type: ignore[assignment]
+    return None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -230,9 +248,9 @@ class Location:
         """
         if self.is_local:
             final = self.path(rel)
-            os.makedirs(os.path.dirname(final) or ".", exist_ok=True)
             tmp = self.path(self.temp_name(rel))
             with storage_errors(self.url_of(rel)):
+                os.makedirs(os.path.dirname(final) or ".", exist_ok=True)
                 with open(tmp, "wb") as handle:
                     handle.write(data)
                     handle.flush()

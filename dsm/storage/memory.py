@@ -5,12 +5,13 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
+from dsm.storage.readiness import Finding, StoreProbe
 from dsm.storage.stores import ObjectStore, conflict
 
 if TYPE_CHECKING:
     from dsm.storage.location import Location
 
-__all__ = ["MemoryStore"]
+__all__ = ["MemoryProbe", "MemoryStore"]
 
 
 class MemoryStore(ObjectStore):
@@ -35,3 +36,40 @@ class MemoryStore(ObjectStore):
             if current != expected:
                 raise conflict(loc, rel, "was changed by another writer; retry")
             loc.fs.pipe_file(path, new)
+
+
+class MemoryProbe(StoreProbe):
+    """``memory://``: one process's memory."""
+
+    name = "memory"
+
+    def atomic_detail(self) -> str:
+        return "check and write under one lock in this process (memory:// is not shared between processes)"
+
+    def checksums(self, loc: Location, rel: str) -> Finding:
+        return Finding(
+            check="server-checksums",
+            status="warn",
+            detail="memory:// keeps no checksum of its own; verify --fast reads every shard here",
+        )
+
+    def delete_protection(self, loc: Location, rel: str | None) -> Finding:
+        return Finding(
+            check="delete-protection",
+            status="warn",
+            detail="memory:// keeps nothing after a delete or an overwrite",
+        )
+
+    def encryption(self, loc: Location, rel: str | None) -> Finding:
+        return Finding(
+            check="encryption",
+            status="unknown",
+            detail="memory:// lives in this process's memory; nothing is stored at rest",
+        )
+
+    def public_access(self, loc: Location) -> Finding:
+        return Finding(
+            check="public-access",
+            status="pass",
+            detail="memory:// is reachable only from inside this process",
+        )

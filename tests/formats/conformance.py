@@ -20,6 +20,8 @@ from typing import Any, ClassVar
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from dsm.errors import FormatError, InputError, SchemaError
 from dsm.formats import Format, get_format
@@ -425,6 +427,45 @@ class FormatConformance:
 
     def truncation_point(self, data: bytes) -> int:
         return len(data) // 2
+
+    # --------------------------------------------------------------------------------------- random access
+
+    @settings(
+        max_examples=12,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.differing_executors],
+    )
+    @given(
+        rows=st.integers(0, 400),
+        batch=st.integers(1, 150),
+        ranges=st.lists(st.tuples(st.floats(0, 1), st.floats(0, 1)), min_size=1, max_size=4),
+    )
+    def test_random_access_reads_equal_a_full_read(
+        self, tmp_path: Path, rows: int, batch: int, ranges: list[tuple[float, float]]
+    ) -> None:
+        """Rows read through the shard index, for any range, equal the same rows of a full read: for every
+        type the format holds, any batch or row-group size, any row count."""
+        names = [c for c in sorted(self.supported) if c in FILLABLE]
+        table = self.table_of(names, rows=rows)
+        fmt = self.make_format()
+        if fmt.name == "parquet":
+            fmt = get_format("parquet", **{**self.options, "row_group_size": batch})
+        path = self.shard_path(tmp_path, f"ra-{rows}-{batch}")
+        with open(path, "wb") as handle, fmt.open_writer(handle, table.schema) as writer:
+            for part in table.to_batches(max_chunksize=batch):
+                writer.write_batch(part)
+        with open(path, "rb") as handle:
+            index = fmt.index_shard(handle, shard=path.name, schema=table.schema)
+            assert index.rows == rows
+            for a, b in ranges:
+                start, stop = sorted((round(a * rows), round(b * rows)))
+                got = list(
+                    fmt.read_rows(handle, index, shard=path.name, start=start, stop=stop, schema=table.schema)
+                )
+                back = pa.Table.from_batches(got, schema=table.schema) if got else table.schema.empty_table()
+                assert_same_rows(back, table.slice(start, stop - start))
+        again, _ = type(index).from_bytes(index.to_bytes(), source="test")
+        assert again.starts.tolist() == index.starts.tolist() and again.kind == index.kind
 
 
 def iter_lines(data: bytes) -> Iterator[bytes]:

@@ -95,6 +95,7 @@ def plan_cutover(
     shadow_duration: float = 2.0,
     allow_breaking: bool = False,
     measure_seconds: float = 1.0,
+    skip_readiness: Sequence[str] = (),
     workers: int | None = None,
     registry: str | Registry | None = None,
     storage_options: Mapping[str, Any] | None = None,
@@ -102,8 +103,10 @@ def plan_cutover(
     """What :func:`start_cutover` with these options would do and cost, without starting anything.
 
     Measures a short read of the source and a sample of rows written to the destination (one temporary
-    file, removed); ``plan.ok`` is False, with ``plan.problems`` saying why, when the cutover would stop
-    at its plan stage (the format cannot hold the schema, the destination is not empty, a breaking change).
+    file, removed), and runs ``dsm storage check`` on the destination (its scratch objects removed);
+    ``plan.ok`` is False, with ``plan.problems`` saying why, when the cutover would stop at its plan stage
+    (the format cannot hold the schema, the destination is not empty, a breaking change, a required
+    readiness check not in ``skip_readiness`` that did not pass, a data policy rule broken).
 
     >>> plan = plan_cutover("web-text@prod", to="s3://new/web-text/", format="parquet")  # doctest: +SKIP
     >>> plan.estimate.total_seconds, plan.estimate.total_cost  # doctest: +SKIP
@@ -142,6 +145,7 @@ def plan_cutover(
         },
         allow_breaking=allow_breaking,
         measure_seconds=measure_seconds,
+        skip_readiness=skip_readiness,
         storage_options=storage_options,
     )
     return compute_plan(spec, source, registry=reg, storage_options=storage_options, workers=workers)
@@ -175,6 +179,7 @@ def start_cutover(
     shadow_workers: int | str | Sequence[int] = 1,
     allow_breaking: bool = False,
     measure_seconds: float = 1.0,
+    skip_readiness: Sequence[str] = (),
     run: bool = False,
     through: str | None = None,
     lease_seconds: float = DEFAULT_LEASE_SECONDS,
@@ -195,6 +200,7 @@ def start_cutover(
     and ``sample_rows``. ``retain`` (``"7d"``) is how long after the switch ``complete`` waits;
     ``delete_old`` lets it delete the old files. ``postpone_switch`` holds the cutover before the switch
     until ``run_cutover(id, through="switch")``. ``on_stage`` commands run after each stage.
+    ``skip_readiness`` names readiness checks of the destination that may fail without stopping the plan.
 
     ``engine`` (``"local"`` or ``"ray"``, with ``ray_address``) runs the copy's and the verifies' units;
     ``run_cutover`` and ``resume_cutover`` take the same two keywords for their run.
@@ -238,6 +244,7 @@ def start_cutover(
         },
         allow_breaking=allow_breaking,
         measure_seconds=measure_seconds,
+        skip_readiness=skip_readiness,
         storage_options=storage_options,
     )
     if through is not None:

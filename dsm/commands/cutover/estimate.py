@@ -6,6 +6,9 @@ storage), and this module turns those figures into the plan. The model, stage by
 bytes, ``T`` target bytes, ``p`` the parallel workers)::
 
     copy    (2 S/read + S/decode + S/encode + T/write + T/read + S/decode + S/fingerprint) / p
+            (T/write and T/read at the destination's rates per worker from dsm storage check's
+            throughput probe, when the plan ran one; else the sample's single write stream and the
+            source's read rate)
             (the rewrite checks every source checksum, streams the rows, writes, then re-reads each file
             written to take its checksum and row fingerprint; a shuffle adds one pass over a spill)
     verify  (T/read + S/decode + S/fingerprint) / p        deep verify of the target
@@ -53,6 +56,10 @@ class Measurements:
     fingerprint_seconds: float
     write_seconds: float
     bench: Mapping[str, Any] = field(default_factory=dict)
+    destination_write_bytes_per_s: float | None = None
+    """The destination's parallel PUT rate (``dsm storage check``'s probe, ``destination_workers`` wide)."""
+    destination_read_bytes_per_s: float | None = None
+    destination_workers: int = 0
 
     @property
     def expansion(self) -> float:
@@ -96,7 +103,21 @@ class Measurements:
             "fingerprint_seconds": self.fingerprint_seconds,
             "write_seconds": self.write_seconds,
             "bench": dict(self.bench),
+            "destination_write_bytes_per_s": self.destination_write_bytes_per_s,
+            "destination_read_bytes_per_s": self.destination_read_bytes_per_s,
+            "destination_workers": self.destination_workers,
         }
+
+
+def destination_speeds(probe: Any) -> dict[str, Any]:
+    """The :class:`Measurements` fields from a readiness throughput probe (``{}`` without one)."""
+    if probe is None or probe.errors or not probe.put_bytes_per_s or not probe.get_bytes_per_s:
+        return {}
+    return {
+        "destination_write_bytes_per_s": probe.put_bytes_per_s,
+        "destination_read_bytes_per_s": probe.get_bytes_per_s,
+        "destination_workers": probe.workers,
+    }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -206,15 +227,21 @@ def estimate(
     read = max(measured.read_bytes_per_s, _TINY)
     decode, encode = measured.decode_bytes_per_s, measured.encode_bytes_per_s
     fingerprint, write = measured.fingerprint_bytes_per_s, measured.write_bytes_per_s
-    copy = 2 * S / read + 2 * S / decode + S / encode + T / write + T / read + S / fingerprint
+    target_read = read
+    probed = measured.destination_workers > 0 and bool(measured.destination_write_bytes_per_s)
+    if probed:  # the destination's own rates per worker under parallel load, instead of one stream
+        workers_probed = measured.destination_workers
+        write = max(float(measured.destination_write_bytes_per_s or 0) / workers_probed, _TINY)
+        target_read = max(float(measured.destination_read_bytes_per_s or 0) / workers_probed, _TINY)
+    copy = 2 * S / read + 2 * S / decode + S / encode + T / write + T / target_read + S / fingerprint
     if shuffle:
         copy += S / encode + S / decode  # the spill pass: written once, read back once
     files = max(1, len(target_sizes))
     touched = 0.0 if sample_rows <= 0 else (1.0 if shuffle else min(1.0, 4 / files))
     seconds = {
         "copy": copy / copy_p,
-        "verify": (T / read + S / decode + S / fingerprint) / verify_p,
-        "shadow": 2 * shadow_seconds + touched * (T / read + S / decode),
+        "verify": (T / target_read + S / decode + S / fingerprint) / verify_p,
+        "shadow": 2 * shadow_seconds + touched * (T / target_read + S / decode),
         "switch": S / read / verify_p,
     }
     shadow_source = min(S, int(min(read, decode) * shadow_seconds))
@@ -262,6 +289,11 @@ def estimate(
         "parallel workers scale linearly",
         "costs assume dsm runs next to the destination (reads of the source pay its transfer price)",
     ]
+    if probed:
+        notes.append(
+            f"destination writes and reads at the rates dsm storage check measured with {workers_probed} "
+            "parallel workers (small objects: conservative for large files)"
+        )
     if shuffle:
         notes.append("a shuffle writes a spill of about the source's size at the destination while copying")
     if not delete_old:

@@ -5,16 +5,19 @@ bytes, requests, cost and peak storage, and whether the target can replace the s
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from dsm.commands.cutover.estimate import Estimate, Measurements, estimate
+from dsm.commands.cutover.estimate import Estimate, Measurements, destination_speeds, estimate
 from dsm.commands.cutover.spec import CutoverSpec
 from dsm.commands.cutover.speed import measure_sample
+from dsm.commands.policy import PolicyCheck, check_destination
+from dsm.commands.storage_check import DEFAULT_REQUIRED, ReadinessReport, resolve_checks, storage_check
 from dsm.contract import Contract
 from dsm.engine import default_workers
 from dsm.formats import Format
+from dsm.policy import classified_fields, read_policy
 from dsm.registry import Registry
 from dsm.rewrite.execute import source_format
 from dsm.rewrite.journal import is_journal_path
@@ -23,7 +26,7 @@ from dsm.rewrite.spec import estimate_rows_per_shard
 from dsm.storage import Location, location, redact
 from dsm.units import parse_size
 
-__all__ = ["SAMPLE_BYTES", "CutoverPlan", "compute_plan"]
+__all__ = ["SAMPLE_BYTES", "CutoverPlan", "PlanReadiness", "compute_plan", "plan_readiness"]
 
 SAMPLE_BYTES = 8 << 20
 """Stored source bytes the plan decodes, encodes and writes to measure the copy's speeds."""
@@ -52,6 +55,10 @@ class CutoverPlan:
     compatibility: Mapping[str, Any]
     prices: str
     notes: tuple[str, ...] = ()
+    readiness: Mapping[str, Any] = field(default_factory=dict)
+    """``dsm storage check`` of the destination, with the checks required and skipped."""
+    policy: Mapping[str, Any] = field(default_factory=dict)
+    """The data policy's verdict on the destination (``dsm.commands.policy.check_destination``)."""
 
     @property
     def ok(self) -> bool:
@@ -78,7 +85,97 @@ class CutoverPlan:
             "ok": self.ok,
             "prices": self.prices,
             "notes": list(self.notes),
+            "readiness": dict(self.readiness),
+            "policy": dict(self.policy),
         }
+
+
+PLAN_PROBE_OBJECTS = 4
+PLAN_PROBE_SIZE = 1 << 20
+"""The throughput probe a cutover plan runs on its destination: small, the plan takes about a second."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanReadiness:
+    """What a cutover plan learns about its destination: the readiness report (None when the data policy
+    forbids the location: then nothing is written there, not even a scratch object), the checks required
+    (``permissions`` and ``consistency``, and what the policy's rules need), those skipped, the policy's
+    verdict, and the problems that stop the cutover at plan. ``forbidden`` is True when a policy rule is
+    broken: the plan then writes no sample of the data there either."""
+
+    report: ReadinessReport | None
+    required: tuple[str, ...]
+    skipped: tuple[str, ...]
+    policy: PolicyCheck
+    problems: tuple[str, ...]
+
+    @property
+    def forbidden(self) -> bool:
+        return not self.policy.ok
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **(self.report.to_dict() if self.report is not None else {"checks": []}),
+            "required": list(self.required),
+            "skipped": list(self.skipped),
+            "problems": list(self.problems),
+        }
+
+
+def plan_readiness(
+    url: str,
+    *,
+    schema: Any,
+    skip: Sequence[str] = (),
+    workers: int | None = None,
+    registry: Registry,
+    storage_options: Mapping[str, Any] | None = None,
+) -> PlanReadiness:
+    """Run every readiness check on a cutover's destination ``url`` (a small throughput probe) and judge
+    it: a required check that does not pass is a problem unless ``skip`` names it; the data policy's
+    rules for ``schema``'s classifications are judged from the same answers (skipping does not lift a
+    policy rule). A location the policy does not allow is not written to at all."""
+    reg = registry
+    skipped = resolve_checks(skip, what="--skip-readiness")
+    policy = read_policy(reg.location)
+    classified = classified_fields(schema)
+    needs = policy.storage_requirements(classified) if policy is not None else {}
+    required = tuple(
+        c for c in resolve_checks([*DEFAULT_REQUIRED, *needs], what="required check") if c not in skipped
+    )
+    if policy is not None and classified:
+        refused = policy.location_violations(classified, url, storage_options)
+        if refused:
+            verdict = PolicyCheck(
+                url=redact(url), policy=policy.source, classified=classified, violations=tuple(refused)
+            )
+            return PlanReadiness(
+                report=None,
+                required=required,
+                skipped=skipped,
+                policy=verdict,
+                problems=tuple(v.message for v in refused),
+            )
+    report = storage_check(
+        url,
+        require=list(needs),
+        skip=skipped,
+        objects=PLAN_PROBE_OBJECTS,
+        object_size=PLAN_PROBE_SIZE,
+        workers=max(1, min(4, workers or 4)),
+        storage_options=storage_options,
+    )
+    problems = [
+        f"readiness check {c.name} of {redact(url)}: {c.status}: {c.detail} "
+        f"(--skip-readiness {c.name} to go on)"
+        for c in report.checks
+        if c.name in required and c.status != "pass"
+    ]
+    verdict = check_destination(schema, url, readiness=report, registry=reg, storage_options=storage_options)
+    problems += [v.message for v in verdict.violations]
+    return PlanReadiness(
+        report=report, required=required, skipped=skipped, policy=verdict, problems=tuple(problems)
+    )
 
 
 def _layout(spec: CutoverSpec, source: Contract, out_fmt: Format, storage_options: Any) -> RewritePlan:
@@ -118,8 +215,10 @@ def compute_plan(
 ) -> CutoverPlan:
     """Plan the cutover ``spec`` describes: layout, measured speeds, estimate and compatibility.
 
-    Reads a sample of the source (a short ``dsm bench`` and about 8 MB of rows) and writes one temporary
-    file to the destination, removed at once; nothing else is written.
+    Runs ``dsm storage check`` on the destination (its scratch objects removed), reads a sample of the
+    source (a short ``dsm bench`` and about 8 MB of rows) and writes one temporary file to the
+    destination, removed at once; nothing else is written. A destination the data policy does not allow
+    gets nothing written to it.
     """
     from dsm.commands.bench import bench
     from dsm.validators import compatibility as rules
@@ -136,6 +235,15 @@ def compute_plan(
             f"the destination {redact(dest.url)} is not empty ({shown}): a cutover writes into an "
             "empty folder"
         )
+    ready = plan_readiness(
+        spec.destination,
+        schema=source.schema,
+        skip=spec.skip_readiness,
+        workers=workers,
+        registry=registry,
+        storage_options=storage_options,
+    )
+    problems += ready.problems
     changes = rules.compare_schemas(source.schema, source.schema)  # the rewrite keeps the schema as it is
     breaking = [c.to_dict() for c in changes if c.breaking]
     if breaking and not spec.allow_breaking:
@@ -158,7 +266,7 @@ def compute_plan(
     figures: Estimate | None = None
     notes: list[str] = []
     rewrite = spec.rewrite
-    if not compatibility["unsupported"]:
+    if not compatibility["unsupported"] and not ready.forbidden:
         plan = _layout(spec, source, out_fmt, storage_options)
         rows = [u.rows for u in plan.units]
         duration = spec.measure_seconds
@@ -183,6 +291,7 @@ def compute_plan(
             encode_seconds=speeds.encode_seconds,
             fingerprint_seconds=speeds.fingerprint_seconds,
             write_seconds=speeds.write_seconds,
+            **destination_speeds(ready.report.throughput if ready.report is not None else None),
             bench={
                 "workers": first.workers,
                 "seconds": duration,
@@ -219,6 +328,11 @@ def compute_plan(
             "shuffle": rewrite.shuffle,
             "seed": rewrite.seed,
         }
+    elif ready.forbidden:
+        notes.append(
+            "no estimate: the data policy does not allow this data at the destination (no sample of it was "
+            "written there)"
+        )
     else:
         notes.append("no layout or estimate: the target format cannot hold the schema")
     return CutoverPlan(
@@ -236,4 +350,6 @@ def compute_plan(
         compatibility=compatibility,
         prices=prices.source,
         notes=tuple(notes),
+        readiness=ready.to_dict(),
+        policy=ready.policy.to_dict(),
     )

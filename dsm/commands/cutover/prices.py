@@ -21,7 +21,7 @@ import yaml
 from dsm.errors import ContractError
 from dsm.storage import location, redact
 
-__all__ = ["PriceTable", "StorePrices", "load_prices"]
+__all__ = ["PriceTable", "StorePrices", "load_prices", "load_yaml_table"]
 
 PRICE_TABLE_VERSION = 1
 
@@ -123,18 +123,37 @@ class PriceTable:
 
 def load_prices(path: str | None = None, *, storage_options: Mapping[str, Any] | None = None) -> PriceTable:
     """The price table in ``path`` (a YAML file at any fsspec URL), or the one shipped with dsm."""
+    data, source = load_yaml_table(
+        path,
+        package="dsm.commands.cutover",
+        resource="prices.yaml",
+        what="price table",
+        storage_options=storage_options,
+    )
+    return PriceTable.from_dict(data, source=source)
+
+
+def load_yaml_table(
+    path: str | None,
+    *,
+    package: str,
+    resource: str,
+    what: str,
+    storage_options: Mapping[str, Any] | None = None,
+) -> tuple[Any, str]:
+    """(the parsed YAML, its source) of a table users can replace (the price table, the storage classes):
+    the file at ``path`` (any fsspec URL), or ``resource`` shipped in ``package`` when ``path`` is None."""
     if path is None:
-        text = resources.files("dsm.commands.cutover").joinpath("prices.yaml").read_text(encoding="utf-8")
+        text = resources.files(package).joinpath(resource).read_text(encoding="utf-8")
         source = "built-in"
     else:
         parent, _, name = str(path).rstrip("/").rpartition("/")
         loc = location(parent or ".", storage_options)
         if not loc.exists(name):
-            raise ContractError(f"price table {redact(str(path))} does not exist")
+            raise ContractError(f"{what} {redact(str(path))} does not exist")
         text = loc.read_bytes(name).decode("utf-8")
         source = redact(str(path))
     try:
-        data = yaml.safe_load(text)
+        return yaml.safe_load(text), source
     except yaml.YAMLError as exc:
         raise ContractError(f"{source}: not valid YAML: {exc}") from None
-    return PriceTable.from_dict(data, source=source)

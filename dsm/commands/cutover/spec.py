@@ -14,6 +14,7 @@ from typing import Any
 
 from dsm._version import tool_name
 from dsm.commands.cutover.prices import PriceTable, load_prices
+from dsm.commands.storage_check import resolve_checks
 from dsm.contract import Contract
 from dsm.errors import InputError
 from dsm.formats import get_format
@@ -104,6 +105,8 @@ class CutoverSpec:
     prices: Mapping[str, Any]
     measure_seconds: float
     tool: str
+    skip_readiness: tuple[str, ...] = ()
+    """Readiness checks of the destination that may fail without stopping the plan."""
 
     @property
     def format(self) -> str:
@@ -138,6 +141,7 @@ class CutoverSpec:
             "prices": dict(self.prices),
             "measure_seconds": self.measure_seconds,
             "tool": self.tool,
+            "readiness": {"skip": list(self.skip_readiness)},
         }
 
     @classmethod
@@ -163,6 +167,7 @@ class CutoverSpec:
             prices=dict(data["prices"]),
             measure_seconds=float(data.get("measure_seconds") or 1.0),
             tool=str(data.get("tool", "")),
+            skip_readiness=tuple(str(c) for c in (data.get("readiness") or {}).get("skip") or ()),
         )
 
     @classmethod
@@ -183,6 +188,7 @@ class CutoverSpec:
         gates: Mapping[str, Any],
         allow_breaking: bool,
         measure_seconds: float,
+        skip_readiness: Sequence[str] = (),
         storage_options: Mapping[str, Any] | None,
     ) -> tuple[CutoverSpec, Contract]:
         """Every option checked, the source resolved and the alias found: the spec and the source.
@@ -265,6 +271,7 @@ class CutoverSpec:
                 raise InputError("an --on-stage command is empty")
         table = load_prices(prices, storage_options=storage_options)
         shadow = ShadowGates.build(**gates)
+        skipped = resolve_checks(skip_readiness, what="--skip-readiness")
         spec = cls(
             dataset=name,
             alias=alias,
@@ -283,6 +290,7 @@ class CutoverSpec:
             prices=table.to_dict(),
             measure_seconds=parse_number(measure_seconds, "measure_seconds", minimum=0, inclusive=False),
             tool=tool_name(),
+            skip_readiness=skipped,
         )
         return spec, source
 
