@@ -200,6 +200,9 @@ def test_results_come_back_in_unit_order_with_progress_in_the_driver(ray_cluster
     report = executor.report()
     assert (report.engine, report.nodes, report.cpus, report.retries) == ("ray", 1, 2, 0)
     assert report.address == ray_cluster.address
+    # in flight: twice the cluster's CPUs, or --workers; never a run's local default (I/O threads, cores)
+    assert executor._window() == 4  # type: ignore[attr-defined]
+    assert open_executor("ray", workers=3)._window() == 3  # type: ignore[attr-defined]
 
 
 def test_a_data_failure_is_the_same_exception_and_is_not_retried(ray_cluster: RayCluster) -> None:

@@ -73,8 +73,9 @@ class Executor(Protocol):
     """Runs ``fn(unit)`` for every unit; results (or :class:`UnitFailure` under ``skip``/``collect``) in
     unit order; ``on_done(index, result)`` once per unit that succeeded, in the caller's process.
 
-    ``workers`` caps the units run at once (None: the executor's default); ``mode`` is a hint for the
-    local executor (threads, or forked processes for work that holds the GIL) that others may ignore.
+    ``workers`` and ``mode`` say how the local executor runs this kind of work (threads for a store's I/O,
+    the cores, or forked processes for work that holds the GIL); an executor that runs units elsewhere
+    keeps the cap it was opened with (``--workers``) and may ignore both.
     """
 
     @property

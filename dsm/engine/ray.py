@@ -316,10 +316,9 @@ class RayExecutor:
         setup = _Setup(env=_worker_environment(found), point=_testing.worker_point(), versions=_versions())
         return [ray.put(setup), fn_ref]
 
-    def _window(self, workers: int | None) -> int:
-        cap = workers or self.workers
-        if cap:
-            return cap
+    def _window(self) -> int:
+        if self.workers:
+            return self.workers
         return max(1, 2 * int(ray.cluster_resources().get("CPU", 1)))
 
     def run(
@@ -332,8 +331,12 @@ class RayExecutor:
         on_error: ErrorPolicy = "raise",
         on_done: Callable[[int, R], None] | None = None,
     ) -> list[R | UnitFailure]:
-        """Every unit's result (or :class:`UnitFailure`) in unit order, as :class:`Executor` promises;
-        at most ``workers`` units in flight. ``mode`` does not apply (every unit is a task)."""
+        """Every unit's result (or :class:`UnitFailure`) in unit order, as :class:`Executor` promises.
+
+        At most the executor's own ``workers`` (``--workers``) units are in flight: a run's ``workers`` and
+        ``mode`` are the local executor's defaults for a kind of work (threads for this machine's I/O, its
+        cores), not a cap for a cluster.
+        """
         if not units:
             return []
         self._connect()
@@ -348,7 +351,7 @@ class RayExecutor:
         results: list[Any] = [None] * len(units)
         pending: dict[Any, int] = {}
         following = 0
-        window, refreshed = self._window(workers), time.monotonic()
+        window, refreshed = self._window(), time.monotonic()
         try:
             while following < len(units) or pending:
                 while following < len(units) and len(pending) < window:
@@ -370,7 +373,7 @@ class RayExecutor:
                     if on_done is not None:
                         on_done(index, outcome.value)
                 if time.monotonic() - refreshed > _WINDOW_REFRESH_SECONDS:  # the cluster may have grown
-                    window, refreshed = self._window(workers), time.monotonic()
+                    window, refreshed = self._window(), time.monotonic()
         except BaseException:
             for ref in pending:
                 ray.cancel(ref)  # not force: a running unit stops as on Ctrl-C, removing its partial file
