@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
@@ -324,16 +325,21 @@ def test_a_driver_killed_mid_job_resumes_from_the_journal_with_the_same_bytes(
     registry, tmp = registered
     clean = reshard("web@1", str(tmp / "clean"), num_shards=6, registry=registry, engine="local")
     job = ["reshard", "web@1", str(tmp / "out"), "--num-shards", "6", "--registry", registry]
-    job += ["--engine", "ray", "--ray-address", ray_cluster.address, "--json"]
-    killed = _dsm(*job, env={"DSM_TEST_KILL_AT": "units:2"})
+    job += ["--engine", "ray", "--json"]
+    killed = _dsm(*job, "--ray-address", ray_cluster.address, env={"DSM_TEST_KILL_AT": "units:2"})
     assert killed.returncode == -9, killed.stderr[-2000:]  # SIGKILL, as kill -9 does
     journaled = list((tmp / "out" / "_dsm_rewrite").glob("_unit-*.json"))
     assert 2 <= len(journaled) < 6
-    again = _dsm(*job)
+    # Run again without an address: dsm starts a Ray of its own for the command (its files in a folder of
+    # the test's own, so that nothing else on the machine finds it), and resumes.
+    own = tempfile.mkdtemp(prefix="dsm-rayk-")  # short: Ray's socket paths must fit 107 bytes
+    again = _dsm(*job, "--workers", "2", env={"RAY_ADDRESS": "", "RAY_TMPDIR": own})
     assert again.returncode == 0, again.stderr[-2000:]
     result = json.loads(again.stdout)
     assert result["units_resumed"] >= 2 and result["units_written"] + result["units_resumed"] == 6
-    assert result["engine"]["engine"] == "ray" and result["engine"]["nodes"] == 1
+    engine = result["engine"]
+    assert (engine["engine"], engine["address"], engine["nodes"], engine["cpus"]) == ("ray", "local", 1, 2)
+    assert engine["startup_seconds"] > 0
     assert [s["checksum"] for s in result["contract"]["shards"]] == [
         s.checksum for s in clean.contract.shards
     ]

@@ -118,20 +118,19 @@ def test_an_external_cluster_reached_by_address_gives_the_local_engines_bytes(
     assert _written(tmp / "external") == expected
 
 
-def test_without_an_address_dsm_starts_a_ray_of_its_own_for_the_command(
+def test_a_ray_that_cannot_start_is_exit_3_with_one_line_not_a_traceback(
     dataset: tuple[str, Path, dict[str, bytes]],
 ) -> None:
-    registry, tmp, expected = dataset
-    temp = tempfile.mkdtemp(prefix="dsm-rayl-")
-    job = ["reshard", "web@1", str(tmp / "own"), "--num-shards", "6", "--registry", registry]
+    registry, tmp, _ = dataset
+    too_long = tmp / ("x" * 120)  # Ray's Unix sockets under it cannot have a path that long
+    too_long.mkdir()
     done = subprocess.run(
-        [sys.executable, "-m", "dsm", *job, "--engine", "ray", "--workers", "2", "--json"],
-        env=_own_ray_env(temp),
+        [sys.executable, "-m", "dsm", "verify", "web@1", "--registry", registry, "--engine", "ray"],
+        env={**_own_ray_env(str(too_long)), "RAY_ADDRESS": ""},
         capture_output=True,
         text=True,
         timeout=300,
     )
-    assert done.returncode == 0, done.stderr[-3000:]
-    engine = json.loads(done.stdout)["engine"]
-    assert engine["address"] == "local" and engine["cpus"] == 2 and engine["startup_seconds"] > 0
-    assert _written(tmp / "own") == expected
+    assert done.returncode == 3, done.stderr[-2000:]
+    assert "error: cannot start a local Ray for this command" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -288,13 +288,18 @@ class RayExecutor:
                 else:
                     ray.init(address=self.address, **quiet)
                     self._connected_to = str(ray.get_runtime_context().gcs_address)
-            except (ConnectionError, RuntimeError, TimeoutError) as exc:
-                where = redact(self.address or "a local Ray")
+            except (OSError, RuntimeError) as exc:  # ConnectionError and TimeoutError are OSErrors
+                why = redact(str(exc)).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                if self.address is None:
+                    raise StorageError(
+                        f"cannot start a local Ray for this command: {why}; give --ray-address (or "
+                        "RAY_ADDRESS) of a running cluster, or use --engine local"
+                    ) from None
                 raise StorageError(
-                    f"cannot reach the Ray cluster at {where}: {redact(str(exc)).splitlines()[0]}; check "
-                    "--ray-address / RAY_ADDRESS, that the cluster is up and, when it uses token "
-                    "authentication, that RAY_AUTH_MODE=token is set here (Ray sends its token to an "
-                    "address given explicitly only then)"
+                    f"cannot reach the Ray cluster at {redact(self.address)}: {why}; check --ray-address / "
+                    "RAY_ADDRESS, that the cluster is up and, when it uses token authentication, that "
+                    "RAY_AUTH_MODE=token is set here (Ray sends its token to an address given explicitly "
+                    "only then)"
                 ) from None
         ray.util.register_serializer(Location, serializer=_location_settings, deserializer=_open_location)
         self._startup = time.monotonic() - started
