@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -94,6 +95,27 @@ def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 120
     raise AssertionError(f"nothing listens on port {port} (the process ended with {proc.poll()})")
 
 
+def _node_id() -> str:
+    import ray
+
+    return str(ray.get_runtime_context().get_node_id())
+
+
+def _ready_on_every_node(ray: Any) -> None:
+    """Run one task pinned to each alive node, so that each has a worker up and the driver's scheduler has
+    seen it take work: a node that joined a moment ago can be missing from the head's view of the cluster
+    for a while on a loaded machine, and every unit would then run on the head."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    probe = ray.remote(num_cpus=1)(_node_id)
+    nodes = [node["NodeID"] for node in ray.nodes() if node["Alive"]]
+    pinned = [
+        probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote()
+        for node in nodes
+    ]
+    assert sorted(ray.get(pinned, timeout=240)) == sorted(nodes)
+
+
 def _two_nodes(registry: str, dest: str) -> None:
     """``python -m tests.ray_support two-nodes REGISTRY DEST``: a reshard on a simulated cluster of two
     nodes (``ray.cluster_utils.Cluster``: a head and a second node, one CPU each, processes of this
@@ -108,6 +130,7 @@ def _two_nodes(registry: str, dest: str) -> None:
         cluster.add_node(num_cpus=1)
         cluster.wait_for_nodes()
         ray.init(address=cluster.address, log_to_driver=False)
+        _ready_on_every_node(ray)
         result = reshard("web@1", dest, num_shards=6, registry=registry, engine="ray")
         print(json.dumps(result.to_dict()))
     finally:

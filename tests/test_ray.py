@@ -309,6 +309,29 @@ def test_a_worker_that_dies_mid_unit_is_retried_and_the_bytes_are_the_same(
     assert not [p for p in (tmp / "retried").rglob("*") if TEMP_MARKER in p.name]  # the dead attempt's too
 
 
+def test_a_corrupt_shard_is_named_the_same_on_both_engines_and_not_retried(
+    ray_cluster: RayCluster, registered: tuple[str, Path]
+) -> None:
+    """A data failure is no transient error: Ray runs its unit once, and the shard is named as locally."""
+    registry, tmp = registered
+    shard = sorted((tmp / "src").glob("*.parquet"))[1]
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # the same size: only the bytes' checksum can tell
+    shard.write_bytes(bytes(data))
+    seen: dict[str, tuple[dict[str, Any], str]] = {}
+    for engine in ENGINES:
+        executor = open_executor(engine)
+        report = verify("web@1", deep=True, registry=registry, engine=executor)
+        assert not report.ok and [s.path for s in report.failures] == [shard.name]
+        with pytest.raises(CheckFailed) as failed:
+            reshard("web@1", str(tmp / f"out-{engine}"), num_shards=2, registry=registry, engine=executor)
+        assert executor.report().retries == 0, engine
+        assert not (tmp / f"out-{engine}").exists() or not any((tmp / f"out-{engine}").glob("part-*"))
+        seen[engine] = ({**report.to_dict(), "engine": None}, str(failed.value))
+    assert seen["local"] == seen["ray"]
+    assert shard.name in seen["ray"][1] and "nothing was written" in seen["ray"][1]
+
+
 def _dsm(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "dsm", *args],
