@@ -57,7 +57,7 @@ bench: install
 	$(BIN)/python benchmarks/bench_overhead.py
 	$(BIN)/python benchmarks/rewrite.py --sizes 0.5,1.0
 	$(BIN)/python benchmarks/cutover.py
-	$(BIN)/python benchmarks/inspect.py
+	$(BIN)/python benchmarks/inspect_rows.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
