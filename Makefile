@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 TORCH_CPU ?= torch==2.13.0+cpu
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test lint typecheck unit install bench clean
+.PHONY: demo test lint typecheck unit install bench clean screenshots
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -58,6 +58,15 @@ bench: install
 	$(BIN)/python benchmarks/rewrite.py --sizes 0.5,1.0
 	$(BIN)/python benchmarks/cutover.py
 	$(BIN)/python benchmarks/inspect_rows.py
+	$(BIN)/python benchmarks/view.py
+
+# The SVG snapshots of `dsm view` (tests/__snapshots__/) made again, and the three docs/ shows copied from
+# them; look at the new pictures before committing them.
+screenshots: install
+	$(BIN)/pytest -q tests/test_view_snapshots.py --snapshot-update -k "not docs"
+	cp tests/__snapshots__/test_view_snapshots/test_chat_thread.svg docs/view-chat.svg
+	cp tests/__snapshots__/test_view_snapshots/test_image_view.svg docs/view-image.svg
+	cp tests/__snapshots__/test_view_snapshots/test_episode_view.svg docs/view-episode.svg
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

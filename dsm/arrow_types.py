@@ -1,118 +1,432 @@
-"""Arrow type names, both ways: ``str(pa.timestamp("us", "UTC"))`` <-> ``"timestamp[us, tz=UTC]"``.
+"""Arrow type names, both ways: ``type_name(pa.timestamp("us", "UTC"))`` <-> ``"timestamp[us, tz=UTC]"``.
 
-Contracts name types as pyarrow prints them; :func:`parse_type` reads such a name back, nested types
-included, so that a contract fixes exactly what text formats mean.
+Contracts name types as pyarrow prints them, with two additions where pyarrow's text loses something:
+
+- a field name that is empty, has surrounding spaces, or holds one of ``: , " ' < > ( ) [ ]`` (or a control
+  character) is written as a JSON string: ``struct<"a: b": int64>``;
+- a map whose values are not nullable says so: ``map<string, int64 not null>``.
+
+pyarrow's own spellings read back too, including the names of a map's key and value fields
+(``map<string ('k'), int64 ('v')>``). A map read from Parquet prints as ``map<string, int64 ('mp')>``:
+pyarrow names its entries struct after the column, and without ``keys_sorted`` that text cannot tell the
+entries' name from the value field's; it is read as the value field's name. Arrow's type equality ignores
+the names inside a map (and so does the row fingerprint), so either reading is the same type; an entries
+name printed after ``keys_sorted`` is read and not kept. :func:`type_name` checks that its text reads back
+as the same type, so a contract never records a name that a later command cannot read.
 
 >>> parse_type("list<item: struct<a: int64, b: string>>")
 ListType(list<item: struct<a: int64, b: string>>)
+>>> type_name(pa.struct([pa.field("a: b", pa.int64())]))
+'struct<"a: b": int64>'
 """
 
 from __future__ import annotations
 
+import json
 import re
+from typing import Any
 
 import pyarrow as pa
 
 from dsm.errors import SchemaError
 
-__all__ = ["parse_type", "type_name"]
+__all__ = [
+    "MAX_TYPE_DEPTH",
+    "list_view_as_list",
+    "parse_type",
+    "placeholders_nulled",
+    "take",
+    "type_name",
+]
 
-_PARAMETRIC = re.compile(r"^(timestamp|time32|time64|duration)\[(s|ms|us|ns)(?:, tz=(.+))?\]$")
-_DECIMAL = re.compile(r"^decimal(32|64|128|256)?\((\d+), ?(-?\d+)\)$")
-_FIXED_BINARY = re.compile(r"^fixed_size_binary\[(\d+)\]$")
-_ALIASES = {
+MAX_TYPE_DEPTH = 64
+"""Types nest at most this deep (a list of a struct of a list... counts one level each)."""
+
+_UNITS = ("s", "ms", "us", "ns")
+_NAME_CHAR = r"[^\"':,<>()\[\]\x00-\x1f\x7f]"
+_PLAIN_NAME = re.compile(rf"(?!\s){_NAME_CHAR}(?:{_NAME_CHAR}*(?<!\s))?")
+_ANNOTATION_NAME = re.compile(r"[^'()\x00-\x1f\x7f]*")
+_SIMPLE = {
+    "null": pa.null(),
+    "bool": pa.bool_(),
+    "int8": pa.int8(),
+    "int16": pa.int16(),
+    "int32": pa.int32(),
+    "int64": pa.int64(),
+    "uint8": pa.uint8(),
+    "uint16": pa.uint16(),
+    "uint32": pa.uint32(),
+    "uint64": pa.uint64(),
+    "halffloat": pa.float16(),
+    "float": pa.float32(),
+    "double": pa.float64(),
+    "string": pa.string(),
+    "large_string": pa.large_string(),
+    "string_view": pa.string_view(),
+    "binary": pa.binary(),
+    "large_binary": pa.large_binary(),
+    "binary_view": pa.binary_view(),
     "date32[day]": pa.date32(),
     "date64[ms]": pa.date64(),
-    "large_string": pa.large_string(),
-    "large_binary": pa.large_binary(),
-    "string_view": pa.string_view(),
-    "binary_view": pa.binary_view(),
+    "month_day_nano_interval": pa.month_day_nano_interval(),
+}
+_SIMPLE_NAMES = {str(t): name for name, t in _SIMPLE.items()}
+_LIST_KINDS = {
+    "list": pa.list_,
+    "large_list": pa.large_list,
+    "list_view": pa.list_view,
+    "large_list_view": pa.large_list_view,
+}
+_LIST_TESTS = {
+    "list": pa.types.is_list,
+    "large_list": pa.types.is_large_list,
+    "list_view": pa.types.is_list_view,
+    "large_list_view": pa.types.is_large_list_view,
+}
+_WORD = re.compile(r"[a-z_0-9]+")
+_INTEGER = re.compile(r"-?\d{1,6}")
+_DECIMALS = {
+    "decimal32": pa.decimal32,
+    "decimal64": pa.decimal64,
+    "decimal128": pa.decimal128,
+    "decimal256": pa.decimal256,
 }
 
 
+# ------------------------------------------------------------------------------------------------ naming
+
+
 def type_name(kind: pa.DataType) -> str:
-    """The name a contract stores for ``kind`` (pyarrow's own spelling)."""
-    return str(kind)
+    """The name a contract stores for ``kind``: pyarrow's spelling, extended where it would lose something.
+
+    Raises :class:`SchemaError` for a type that has no name dsm reads back (extension and union types).
+    """
+    text = _name(kind, 0)
+    back = parse_type(text)
+    if not back.equals(kind) or _name(back, 0) != text:
+        raise SchemaError(f"type {kind} has no name that dsm reads back as the same type")
+    return text
 
 
-def _split_top(text: str, sep: str = ",") -> list[str]:
-    """Split on ``sep`` outside of <...>, (...) and [...]."""
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch in "<([":
-            depth += 1
-        elif ch in ">)]":
-            depth -= 1
-        elif ch == sep and depth == 0:
-            parts.append(text[start:i].strip())
-            start = i + 1
-    parts.append(text[start:].strip())
-    return [p for p in parts if p]
+def _field_name(name: str) -> str:
+    return name if _PLAIN_NAME.fullmatch(name) else json.dumps(name, ensure_ascii=False)
 
 
-def _field(text: str) -> pa.Field:
-    name, _, rest = text.partition(":")
-    rest = rest.strip()
-    nullable = True
-    if rest.endswith(" not null"):
-        rest, nullable = rest[: -len(" not null")], False
-    return pa.field(name.strip(), parse_type(rest), nullable=nullable)
+def _annotation(name: str, standard: str) -> str:
+    if name == standard:
+        return ""
+    if _ANNOTATION_NAME.fullmatch(name):
+        return f" ('{name}')"
+    return f" ({json.dumps(name, ensure_ascii=False)})"
 
 
-def _inner(text: str, prefix: str) -> str:
-    return text[len(prefix) + 1 : text.rindex(">")]
+def _field(field: pa.Field, depth: int) -> str:
+    text = f"{_field_name(field.name)}: {_name(field.type, depth + 1)}"
+    return text if field.nullable else text + " not null"
+
+
+def _name(kind: pa.DataType, depth: int) -> str:
+    if depth > MAX_TYPE_DEPTH:
+        raise SchemaError(f"a type nests deeper than {MAX_TYPE_DEPTH} levels")
+    text = str(kind)
+    if text in _SIMPLE_NAMES and _SIMPLE[_SIMPLE_NAMES[text]].equals(kind):
+        return text
+    if pa.types.is_timestamp(kind):
+        return f"timestamp[{kind.unit}]" if kind.tz is None else f"timestamp[{kind.unit}, tz={kind.tz}]"
+    if pa.types.is_time32(kind) or pa.types.is_time64(kind) or pa.types.is_duration(kind):
+        return text
+    if pa.types.is_decimal(kind) or pa.types.is_fixed_size_binary(kind):
+        return text
+    for prefix, test in _LIST_TESTS.items():
+        if test(kind):
+            return f"{prefix}<{_field(kind.value_field, depth)}>"
+    if pa.types.is_fixed_size_list(kind):
+        return f"fixed_size_list<{_field(kind.value_field, depth)}>[{kind.list_size}]"
+    if pa.types.is_struct(kind):
+        return "struct<" + ", ".join(_field(kind.field(i), depth) for i in range(kind.num_fields)) + ">"
+    if pa.types.is_map(kind):
+        key, item = kind.key_field, kind.item_field
+        text = f"map<{_name(key.type, depth + 1)}{_annotation(key.name, 'key')}, "
+        text += _name(item.type, depth + 1) + ("" if item.nullable else " not null")
+        text += _annotation(item.name, "value")
+        return text + (", keys_sorted>" if kind.keys_sorted else ">")
+    if pa.types.is_dictionary(kind):
+        values, indices = _name(kind.value_type, depth + 1), _name(kind.index_type, depth + 1)
+        return f"dictionary<values={values}, indices={indices}, ordered={int(kind.ordered)}>"
+    raise SchemaError(f"type {kind} has no name that dsm reads back (extension and union types have none)")
+
+
+# ------------------------------------------------------------------------------------------------ parsing
 
 
 def parse_type(text: str) -> pa.DataType:
     """The Arrow type named ``text``; raise :class:`SchemaError` naming it when it is not a type."""
-    text = text.strip()
+    parser = _Parser(text.strip())
     try:
-        return _parse(text)
+        kind = parser.type(0)
+        if parser.pos != len(parser.text):
+            raise parser.error("unexpected text")
+        return kind
     except SchemaError:
         raise
-    except (ValueError, KeyError, TypeError, IndexError) as exc:
-        raise SchemaError(f"{text!r} is not an Arrow type name ({exc})") from None
+    except (ValueError, TypeError, KeyError, IndexError, pa.ArrowException) as exc:
+        raise SchemaError(f"{text.strip()!r} is not an Arrow type name ({exc})") from None
 
 
-def _parse(text: str) -> pa.DataType:
-    if text in _ALIASES:
-        return _ALIASES[text]
-    if match := _PARAMETRIC.match(text):
-        kind, unit, tz = match.groups()
-        if kind == "timestamp":
+class _Parser:
+    """Recursive descent over one type name; ``pos`` is the next character to read."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+
+    def error(self, what: str) -> SchemaError:
+        return SchemaError(f"{self.text!r} is not an Arrow type name ({what} at character {self.pos + 1})")
+
+    def peek(self, literal: str) -> bool:
+        return self.text.startswith(literal, self.pos)
+
+    def accept(self, literal: str) -> bool:
+        if self.peek(literal):
+            self.pos += len(literal)
+            return True
+        return False
+
+    def expect(self, literal: str) -> None:
+        if not self.accept(literal):
+            raise self.error(f"expected {literal!r}")
+
+    def spaces(self) -> None:
+        while self.pos < len(self.text) and self.text[self.pos] == " ":
+            self.pos += 1
+
+    def word(self) -> str:
+        match = _WORD.match(self.text, self.pos)
+        if match is None:
+            raise self.error("expected a type")
+        self.pos = match.end()
+        return match.group()
+
+    def until(self, stop: str) -> str:
+        end = self.text.find(stop, self.pos)
+        if end < 0:
+            raise self.error(f"expected {stop!r}")
+        value, self.pos = self.text[self.pos : end], end
+        return value
+
+    def integer(self) -> int:
+        match = _INTEGER.match(self.text, self.pos)
+        if match is None:
+            raise self.error("expected an integer")
+        self.pos = match.end()
+        return int(match.group())
+
+    def type(self, depth: int) -> pa.DataType:
+        if depth > MAX_TYPE_DEPTH:
+            raise self.error(f"types nest deeper than {MAX_TYPE_DEPTH} levels")
+        head = self.word()
+        if head in ("date32", "date64") and self.peek("["):
+            head += self.until("]") + "]"
+            self.pos += 1
+        if head in _SIMPLE:
+            return _SIMPLE[head]
+        if head == "timestamp":
+            self.expect("[")
+            unit = self.unit()
+            tz = None
+            if self.accept(", tz="):
+                tz = self.until("]")
+            self.expect("]")
             return pa.timestamp(unit, tz=tz)
-        return {"time32": pa.time32, "time64": pa.time64, "duration": pa.duration}[kind](unit)
-    if match := _DECIMAL.match(text):
-        width, precision, scale = match.groups()
-        maker = {None: pa.decimal128, "128": pa.decimal128, "256": pa.decimal256}.get(width)
-        if maker is None:
-            maker = getattr(pa, f"decimal{width}")
-        return maker(int(precision), int(scale))
-    if match := _FIXED_BINARY.match(text):
-        return pa.binary(int(match.group(1)))
-    if text.startswith("fixed_size_list<"):
-        size = int(text[text.rindex("[") + 1 : -1])
-        return pa.list_(_field(_inner(text[: text.rindex("[")], "fixed_size_list")), size)
-    if text.startswith("large_list<"):
-        return pa.large_list(_field(_inner(text, "large_list")))
-    if text.startswith("list<"):
-        return pa.list_(_field(_inner(text, "list")))
-    if text.startswith("struct<"):
-        return pa.struct([_field(part) for part in _split_top(_inner(text, "struct"))])
-    if text.startswith("map<"):
-        inner = _inner(text, "map")
-        keys_sorted = inner.endswith(", keys_sorted")
-        if keys_sorted:
-            inner = inner[: -len(", keys_sorted")]
-        key, item = _split_top(inner)
-        item_field = _field(item) if ":" in item.split("<")[0] else pa.field("value", parse_type(item))
-        return pa.map_(parse_type(key), item_field, keys_sorted=keys_sorted)
-    if text.startswith("dictionary<"):
-        parts = dict(part.split("=", 1) for part in _split_top(_inner(text, "dictionary")))
-        return pa.dictionary(
-            parse_type(parts["indices"]), parse_type(parts["values"]), ordered=parts.get("ordered") == "1"
-        )
+        if head in ("time32", "time64", "duration"):
+            self.expect("[")
+            unit = self.unit()
+            self.expect("]")
+            return {"time32": pa.time32, "time64": pa.time64, "duration": pa.duration}[head](unit)
+        if head in _DECIMALS or head == "decimal":
+            self.expect("(")
+            precision = self.integer()
+            self.expect(",")
+            self.spaces()
+            scale = self.integer()
+            self.expect(")")
+            return _DECIMALS.get(head, pa.decimal128)(precision, scale)
+        if head == "fixed_size_binary":
+            self.expect("[")
+            width = self.integer()
+            self.expect("]")
+            return pa.binary(width)
+        if head in _LIST_KINDS:
+            self.expect("<")
+            item = self.field(depth)
+            self.expect(">")
+            return _LIST_KINDS[head](item)
+        if head == "fixed_size_list":
+            self.expect("<")
+            item = self.field(depth)
+            self.expect(">[")
+            size = self.integer()
+            self.expect("]")
+            return pa.list_(item, size)
+        if head == "struct":
+            return self.struct(depth)
+        if head == "map":
+            return self.map(depth)
+        if head == "dictionary":
+            self.expect("<values=")
+            values = self.type(depth + 1)
+            self.expect(", indices=")
+            indices = self.type(depth + 1)
+            self.expect(", ordered=")
+            ordered = self.integer()
+            self.expect(">")
+            return pa.dictionary(indices, values, ordered=ordered == 1)
+        try:
+            return pa.type_for_alias(head)
+        except ValueError:
+            raise SchemaError(f"{self.text!r} is not an Arrow type name (unknown type {head!r})") from None
+
+    def unit(self) -> str:
+        for unit in ("ms", "us", "ns", "s"):
+            if self.accept(unit):
+                return unit
+        raise self.error(f"expected a unit ({', '.join(_UNITS)})")
+
+    def name(self) -> str:
+        if self.peek('"'):
+            try:
+                value, end = json.JSONDecoder().raw_decode(self.text, self.pos)
+            except json.JSONDecodeError:
+                raise self.error("unterminated quoted name") from None
+            if not isinstance(value, str):
+                raise self.error("expected a name")
+            self.pos = end
+            return value
+        return self.until(":").strip()
+
+    def nullable(self) -> bool:
+        return not self.accept(" not null")
+
+    def field(self, depth: int) -> pa.Field:
+        name = self.name()
+        self.expect(":")
+        self.spaces()
+        kind = self.type(depth + 1)
+        return pa.field(name, kind, nullable=self.nullable())
+
+    def struct(self, depth: int) -> pa.DataType:
+        self.expect("<")
+        fields: list[pa.Field] = []
+        if not self.accept(">"):
+            while True:
+                fields.append(self.field(depth))
+                if self.accept(">"):
+                    break
+                self.expect(",")
+                self.spaces()
+        return pa.struct(fields)
+
+    def annotation(self, default: str) -> str:
+        """A map field's name, ``('name')`` or ``("json")`` after its type; ``default`` when absent."""
+        if self.accept(" ('"):
+            name = self.until("')")
+            self.pos += 2
+            return name
+        if self.accept(" ("):
+            name = self.name()
+            self.expect(")")
+            return name
+        return default
+
+    def map(self, depth: int) -> pa.DataType:
+        self.expect("<")
+        key_type = self.type(depth + 1)
+        key = pa.field(self.annotation("key"), key_type, nullable=False)
+        self.expect(",")
+        self.spaces()
+        item_type = self.type(depth + 1)
+        nullable = self.nullable()
+        item = pa.field(self.annotation("value"), item_type, nullable=nullable)
+        keys_sorted = self.accept(", keys_sorted")
+        self.annotation("entries")  # the entries struct's name is not part of the type (see module doc)
+        self.expect(">")
+        return pa.map_(key, item, keys_sorted=keys_sorted)
+
+
+def list_view_as_list(array: pa.Array) -> pa.Array:
+    """A list view array as the list array of the same values (pyarrow's own cast can build invalid
+    offsets when a view's ranges are out of order or empty at the end)."""
+    import numpy as np
+
+    large = pa.types.is_large_list_view(array.type)
+    starts = np.asarray(array.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
+    sizes = np.asarray(array.sizes.to_numpy(zero_copy_only=False), dtype=np.int64)
+    if array.null_count:
+        sizes = np.where(np.asarray(array.is_valid().to_numpy(zero_copy_only=False), dtype=bool), sizes, 0)
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    positions = np.repeat(starts - offsets[:-1], sizes) + np.arange(int(offsets[-1]), dtype=np.int64)
     try:
-        return pa.type_for_alias(text)
-    except ValueError:
-        raise SchemaError(f"{text!r} is not an Arrow type name") from None
+        values = array.values.take(pa.array(positions, type=pa.int64()))
+    except pa.ArrowNotImplementedError:  # no take kernel for some value types (string_view): by slices
+        pieces = [array.values.slice(int(s), int(n)) for s, n in zip(starts, sizes, strict=True) if n]
+        values = pa.concat_arrays(pieces) if pieces else array.values.slice(0, 0)
+    kind = pa.large_list(array.type.value_field) if large else pa.list_(array.type.value_field)
+    cls = pa.LargeListArray if large else pa.ListArray
+    mask = array.is_null() if array.null_count else None
+    return cls.from_arrays(
+        pa.array(offsets, pa.int64() if large else pa.int32()), values, type=kind, mask=mask
+    )
+
+
+def _without_views(kind: pa.DataType) -> pa.DataType:
+    """``kind`` with string and binary views replaced by their large counterparts (same values)."""
+    if pa.types.is_string_view(kind):
+        return pa.large_string()
+    if pa.types.is_binary_view(kind):
+        return pa.large_binary()
+    if pa.types.is_struct(kind):
+        fields = [kind.field(i) for i in range(kind.num_fields)]
+        return pa.struct([f.with_type(_without_views(f.type)) for f in fields])
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        field = kind.value_field.with_type(_without_views(kind.value_type))
+        if pa.types.is_fixed_size_list(kind):
+            return pa.list_(field, kind.list_size)
+        return pa.large_list(field) if pa.types.is_large_list(kind) else pa.list_(field)
+    if pa.types.is_map(kind):
+        key = kind.key_field.with_type(_without_views(kind.key_type))
+        return pa.map_(key, kind.item_field.with_type(_without_views(kind.item_type)), kind.keys_sorted)
+    return kind
+
+
+def take(data: pa.Array | pa.RecordBatch | pa.Table, indices: pa.Array) -> Any:
+    """``data.take(indices)`` for every type: Arrow has no take kernel for view types (string_view,
+    list_view...), which are taken through their non-view counterparts and cast back."""
+    try:
+        return data.take(indices)
+    except pa.ArrowNotImplementedError:
+        pass
+    if isinstance(data, pa.Array):
+        if pa.types.is_list_view(data.type) or pa.types.is_large_list_view(data.type):
+            return take(list_view_as_list(data), indices).cast(data.type)
+        return data.cast(_without_views(data.type)).take(indices).cast(data.type)
+    columns = [
+        take(c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c, indices) for c in data.columns
+    ]
+    return type(data).from_arrays(columns, schema=data.schema)
+
+
+def placeholders_nulled(array: pa.DictionaryArray) -> pa.DictionaryArray:
+    """``array`` with indices past its dictionary made null.
+
+    Only a placeholder under a null parent points there (pyarrow's builders write index 0 into an empty
+    dictionary for the dictionary field of a null struct); its value is masked by the parent, but decoding
+    it would fail.
+    """
+    import pyarrow.compute as pc
+
+    indices = array.indices
+    if not len(indices) or (pc.max(indices).as_py() or 0) < len(array.dictionary):
+        return array
+    inside = pc.less(indices, pa.scalar(len(array.dictionary), indices.type))
+    indices = pc.if_else(inside, indices, pa.scalar(None, indices.type))
+    return pa.DictionaryArray.from_arrays(indices, array.dictionary, ordered=array.type.ordered)

@@ -25,16 +25,77 @@ from dsm.errors import ContractError
 
 __all__ = [
     "CONTRACT_FORMAT_VERSION",
+    "MAX_CONTRACT_BYTES",
     "Contract",
     "DatasetFingerprint",
     "Field",
     "Lineage",
     "Schema",
     "Shard",
+    "check_contract_size",
     "contract_json_schema",
+    "load_yaml",
 ]
 
 CONTRACT_FORMAT_VERSION = 1
+MAX_CONTRACT_BYTES = 512 << 20
+"""Largest contract (or registry YAML file) dsm reads: about two million shards."""
+_ALIAS_ALLOWANCE = 10_000
+"""Nodes YAML aliases may add beyond one per character of the text (a contract needs none)."""
+
+
+def check_contract_size(size: int, source: str) -> None:
+    """Refuse a YAML file larger than :data:`MAX_CONTRACT_BYTES` before reading it."""
+    if size > MAX_CONTRACT_BYTES:
+        raise ContractError(
+            f"{source}: {size} bytes, more than the {MAX_CONTRACT_BYTES >> 20} MiB a contract may have; "
+            "split the dataset"
+        )
+
+
+def _expanded_nodes(data: Any, budget: int) -> int:
+    """Nodes of ``data`` counted as often as they are reached (aliases share objects), up to ``budget``."""
+    count, stack = 0, [data]
+    while stack:
+        node = stack.pop()
+        count += 1
+        if count > budget:
+            return count
+        if isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return count
+
+
+def load_yaml(text: str | bytes, *, source: str) -> Any:
+    """Parse one YAML document of a registry (a contract, aliases, statuses) safely and boundedly.
+
+    The safe loader builds no objects but plain data; the text is at most :data:`MAX_CONTRACT_BYTES`;
+    and aliases may not multiply the data (a "billion laughs" of nested aliases expands exponentially in
+    whatever walks it next): every error is a ContractError naming ``source``.
+    """
+    check_contract_size(len(text), source)
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ContractError(f"{source}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    try:
+        data = yaml.load(text, Loader=_Loader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"
+        raise ContractError(f"{source}: YAML syntax error at {where}: {exc.problem or exc}") from None
+    except (yaml.YAMLError, RecursionError) as exc:
+        raise ContractError(f"{source}: not valid YAML: {exc}") from None
+    budget = len(text) + _ALIAS_ALLOWANCE
+    if _expanded_nodes(data, budget) > budget:
+        raise ContractError(
+            f"{source}: YAML aliases expand it beyond {budget} values (an alias bomb?); write the values out"
+        )
+    return data
 
 
 @cache
@@ -318,20 +379,13 @@ class Contract:
         return out
 
     @classmethod
-    def from_yaml(cls, text: str, *, source: str = "<contract>") -> Contract:
+    def from_yaml(cls, text: str | bytes, *, source: str = "<contract>") -> Contract:
         """Parse and validate YAML text; errors name ``source``, the line and the field."""
-        try:
-            data = yaml.load(text, Loader=_Loader)
-        except yaml.MarkedYAMLError as exc:
-            mark = exc.problem_mark or exc.context_mark
-            where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"
-            raise ContractError(f"{source}: YAML syntax error at {where}: {exc.problem or exc}") from None
-        except yaml.YAMLError as exc:
-            raise ContractError(f"{source}: not valid YAML: {exc}") from None
+        data = load_yaml(text, source=source)
         if not isinstance(data, dict):
             raise ContractError(f"{source}: a contract is a YAML mapping, got {type(data).__name__}")
         _check_version(data, source)
-        _validate(data, source, text)
+        _validate(data, source, text if isinstance(text, str) else text.decode("utf-8"))
         return cls._build(data)
 
     def to_yaml(self) -> str:
@@ -353,6 +407,16 @@ _Loader.yaml_implicit_resolvers = {
 
 class _Dumper(yaml.SafeDumper):
     pass
+
+
+def _represent_text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    # PyYAML writes NEL (and the Unicode line and paragraph separators) raw in a quoted scalar, where a
+    # YAML reader folds them into a space: a field named "\x85" came back as " ". Double quotes escape them.
+    style = '"' if any(ch in value for ch in "\x85\u2028\u2029") else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _represent_text)
 
 
 def _check_version(data: Mapping[str, Any], source: str) -> None:

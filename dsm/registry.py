@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from dsm.contract import Contract
+from dsm.contract import Contract, check_contract_size, load_yaml
 from dsm.errors import ConflictError, ContractError, DatasetNotFound, InputError
 from dsm.storage import Location, compare_and_swap, location, redact
 from dsm.units import utc_now_text
@@ -235,8 +235,9 @@ class Registry:
             if not known:
                 raise DatasetNotFound(f"no dataset named {name!r} in registry {redact(self.url)}")
             raise DatasetNotFound(f"{name}@{version} does not exist; versions of {name}: {known}")
-        text = self.location.read_bytes(rel).decode("utf-8")
-        contract = Contract.from_yaml(text, source=redact(self.location.url_of(rel)))
+        source = redact(self.location.url_of(rel))
+        check_contract_size(self.location.size(rel), source)
+        contract = Contract.from_yaml(self.location.read_bytes(rel), source=source)
         status = self.statuses(name).get(version)
         return contract.evolve(status=status.status) if status is not None else contract
 
@@ -402,25 +403,26 @@ class Registry:
         rel = f"{name}/status.yaml"
         if not self.location.exists(rel):
             return {}, None
-        raw = self.location.read_bytes(rel)
+        raw = self._read_yaml_bytes(rel)
+        data = load_yaml(raw, source=redact(self.location.url_of(rel))) or {}
         try:
-            data = yaml.safe_load(raw) or {}
             return {int(v): VersionStatus.from_dict(int(v), e) for v, e in data.items()}, raw
-        except (yaml.YAMLError, AttributeError, KeyError, TypeError, ValueError):
+        except (AttributeError, KeyError, TypeError, ValueError):
             raise ContractError(
                 f"{redact(self.location.url_of(rel))}: expected a mapping of version to "
                 "{status, reason, at, by}"
             ) from None
 
+    def _read_yaml_bytes(self, rel: str) -> bytes:
+        check_contract_size(self.location.size(rel), redact(self.location.url_of(rel)))
+        return self.location.read_bytes(rel)
+
     def _read_aliases(self, name: str) -> tuple[dict[str, int], bytes | None]:
         rel = f"{name}/aliases.yaml"
         if not self.location.exists(rel):
             return {}, None
-        raw = self.location.read_bytes(rel)
-        try:
-            data = yaml.safe_load(raw) or {}
-        except yaml.YAMLError as exc:
-            raise ContractError(f"{redact(self.location.url_of(rel))}: not valid YAML: {exc}") from None
+        raw = self._read_yaml_bytes(rel)
+        data = load_yaml(raw, source=redact(self.location.url_of(rel))) or {}
         if not isinstance(data, dict) or not all(isinstance(v, int) for v in data.values()):
             raise ContractError(
                 f"{redact(self.location.url_of(rel))}: expected a mapping of alias to version"
@@ -437,8 +439,8 @@ def load_contract_file(path: str, storage_options: Mapping[str, Any] | None = No
     loc = location(path, storage_options)
     if not loc.fs.exists(loc.root):
         raise DatasetNotFound(f"contract file {redact(path)} does not exist")
-    text = loc.fs.cat_file(loc.root).decode("utf-8")
-    return Contract.from_yaml(text, source=redact(path))
+    check_contract_size(int(loc.fs.size(loc.root)), redact(path))
+    return Contract.from_yaml(loc.fs.cat_file(loc.root), source=redact(path))
 
 
 def open_registry(

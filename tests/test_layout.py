@@ -141,6 +141,10 @@ def test_the_layering_contract_holds() -> None:
         ("storage/secrets.py", "import dsm.commands.verify\n", "Data flows one way"),  # a layer imports above
         ("read/order.py", "import dsm.rewrite.plan\n", "Data flows one way"),  # one engine imports another
         ("cli/verify.py", "import dsm.cli.app\n", "The CLI: app.py"),  # a command module imports the app
+        ("viewers/tui/cells.py", "import dsm.cli.render\n", "Data flows one way"),  # a viewer imports the CLI
+        ("commands/inspect.py", "import dsm.viewers.tui\n", "Data flows one way"),  # the library, a viewer
+        ("viewers/tui/window.py", "import dsm.viewers.tui.app\n", "dsm view: the app opens"),  # a widget
+        ("cli/view.py", "import dsm.viewers.tui.app\n", None),  # allowed: the CLI starts a viewer
         ("units.py", "import dsm._version\n", None),  # allowed: a lower layer
     ],
 )

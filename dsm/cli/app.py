@@ -22,6 +22,7 @@ from dsm.cli import (
     rewrite,
     storage_check,
     verify,
+    view,
 )
 
 __all__ = ["app"]
@@ -49,5 +50,6 @@ for _module in (
     footprint,
     lifecycle,
     policy,
+    view,
 ):
     _module.add_to(app)

@@ -77,7 +77,7 @@ def _render(result: RewriteResult, json_output: bool) -> None:
     if ran:
         console.print(f"  {ran}")
     for note in result.notes:
-        console.print(f"  {note}")
+        console.print(f"  {note}", markup=False, highlight=False)  # type names hold [brackets]
 
 
 _CONVERT_EPILOG = (

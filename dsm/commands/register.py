@@ -10,14 +10,13 @@ from functools import partial
 from typing import Any
 
 import pyarrow as pa
-import yaml
 
 from dsm._version import tool_name
 from dsm.commands.policy import check_location, policy_error
-from dsm.contract import Contract, Lineage, Schema
+from dsm.contract import Contract, Lineage, Schema, check_contract_size, load_yaml
 from dsm.engine import Executor, NullProgress, Progress, map_units, open_executor
 from dsm.errors import ContractError, InputError, SchemaError
-from dsm.formats import Format, detect_format, get_format
+from dsm.formats import Format, detect_compression, detect_format, get_format
 from dsm.inspect.roles import RoleProposal, infer_roles
 from dsm.policy import carry_classifications
 from dsm.registry import Registry, load_contract_file, open_registry
@@ -96,6 +95,25 @@ def scan_source(
     return ScannedSource(root=root, files=tuple(matching), format=format, pattern=pattern)
 
 
+def _read_options(scan: ScannedSource) -> dict[str, Any]:
+    """The options that read the scanned shards: their whole-file compression, from their names
+    (``.jsonl.gz`` is gzip); shards compressed differently cannot share one contract."""
+    fmt = get_format(scan.format)
+    if "compression" not in fmt.options() or fmt.self_describing:
+        return {}
+    codecs: dict[str | None, list[str]] = {}
+    for info in scan.files:
+        codecs.setdefault(detect_compression(info.path), []).append(info.path)
+    if len(codecs) > 1:
+        shown = "; ".join(f"{codec or 'none'}: {', '.join(paths[:2])}" for codec, paths in codecs.items())
+        raise InputError(
+            f"the {scan.format} shards are not all compressed the same way ({shown}); "
+            "register each kind separately (a glob selects one)"
+        )
+    codec = next(iter(codecs))
+    return {"compression": codec} if codec else {}
+
+
 def _schema_from_option(schema: str | Schema | Contract, registry: Registry) -> Schema:
     if isinstance(schema, Schema):
         return schema
@@ -105,11 +123,8 @@ def _schema_from_option(schema: str | Schema | Contract, registry: Registry) -> 
         loc = location(schema)
         if not loc.fs.exists(loc.root):
             raise InputError(f"schema file {schema} does not exist")
-        text = loc.fs.cat_file(loc.root).decode("utf-8")
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ContractError(f"{schema}: not valid YAML: {exc}") from None
+        check_contract_size(int(loc.fs.size(loc.root)), schema)
+        data = load_yaml(loc.fs.cat_file(loc.root), source=schema)
         if isinstance(data, dict) and "dsm" in data:
             return load_contract_file(schema).schema
         if isinstance(data, dict) and "fields" in data:
@@ -193,15 +208,25 @@ def register(
     executor = open_executor(engine, ray_address=ray_address, workers=workers)
     reg = open_registry(registry, storage_options)
     scan = scan_source(source, format=format, storage_options=storage_options)
-    fmt = get_format(scan.format)
+    options = _read_options(scan)
+    fmt = get_format(scan.format, **options)
     given = _schema_from_option(schema, reg) if schema is not None else None
-    arrow_schema = given.to_arrow() if given is not None else _infer_schema(scan, fmt, workers, executor)
+    stored = _infer_schema(scan, fmt, workers, executor) if given is None or fmt.self_describing else None
+    arrow_schema = given.to_arrow() if given is not None else stored
+    if given is not None and stored is not None and fmt.self_describing:
+        # verify --deep compares the types a file stores with the contract's: they must agree now.
+        differences = schema_differences(arrow_schema, stored)
+        if differences:
+            raise SchemaError(
+                f"the shards do not hold the given schema: {'; '.join(differences)}; register without "
+                "--schema (the files' own schema), or rewrite the files"
+            )
     problems = fmt.unsupported(arrow_schema)
     if problems:
         raise SchemaError(f"format {scan.format} cannot hold this schema: {'; '.join(problems)}")
     newest = reg.versions(name)
     annotations = carry_classifications(given, reg.get(name, newest[-1]).schema if newest else None)
-    declared = Schema.from_arrow(arrow_schema, annotations=annotations, key=key)
+    declared = Schema.from_arrow(arrow_schema, annotations=annotations, key=key)  # names every type
     verdict = check_location(
         declared,
         contract_location(scan.root),
@@ -247,6 +272,7 @@ def register(
         owners=tuple(owners),
         location=contract_location(scan.root),
         format=scan.format,
+        format_options=options,
         schema=declared,
         shards=tuple(r.shard for r in results),
         fingerprint=dataset_fingerprint(r.digest for r in results),

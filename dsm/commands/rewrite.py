@@ -173,7 +173,7 @@ def rewrite(
             location=job.dest_url,
             format=job.out_fmt.name,
             format_options=job.out_fmt.options(),
-            schema=source.schema,
+            schema=job.contract_schema,
             shards=outcome.shards,
             fingerprint=outcome.fingerprint,
             lineage=Lineage(

@@ -239,18 +239,23 @@ def _check_rows_of(
     def done(index: int, _: RowCheck) -> None:
         progress.advance(shards[index].bytes)
 
-    job = partial(_check_job, loc, contract.format, contract.schema)
+    job = partial(_check_job, loc, contract.format, dict(contract.format_options), contract.schema)
     mode: Mode = "process" if loc.is_local else "thread"
     count = workers or (default_workers() if loc.is_local else loc.io_workers)
     return map_units(job, shards, workers=count, mode=mode, on_done=done, executor=executor)
 
 
-def _check_job(loc: Location, format: str, schema: Schema, shard: Shard) -> RowCheck:
-    """One unit of a deep verify: a shard's rows decoded under the contract's schema, and their digest."""
+def _check_job(
+    loc: Location, format: str, format_options: Mapping[str, Any], schema: Schema, shard: Shard
+) -> RowCheck:
+    """One unit of a deep verify: a shard's rows decoded under the contract's schema, and their digest.
+
+    The format crosses as its name and recorded options (data; a compressed JSONL or CSV dataset is read
+    with its codec on every engine), and is made again here, where the format layer loads."""
     from dsm.formats import get_format
     from dsm.validators.rows import check_rows
 
-    return check_rows(loc, shard, get_format(format), schema.to_arrow())
+    return check_rows(loc, shard, get_format(format, **dict(format_options)), schema.to_arrow())
 
 
 def _dataset_fingerprint(

@@ -3,37 +3,56 @@
 >>> from dsm.formats import get_format
 >>> get_format("parquet", compression="zstd").name
 'parquet'
+>>> detect_format("part-0.jsonl.gz"), detect_compression("part-0.jsonl.gz")
+('jsonl', 'gzip')
 """
 
 from __future__ import annotations
 
 import importlib
 import posixpath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dsm.errors import InputError
+from dsm.formats._common import STREAM_SUFFIXES
+from dsm.formats._storage import Storage, convert_batch
 from dsm.formats.base import DEFAULT_BATCH_ROWS, Format, FormatWriter
 from dsm.formats.index import ShardIndex
 
+if TYPE_CHECKING:
+    from dsm.contract import Contract
+
 __all__ = [
     "DEFAULT_BATCH_ROWS",
+    "STREAM_SUFFIXES",
     "Format",
     "FormatWriter",
     "ShardIndex",
+    "Storage",
+    "contract_format",
+    "convert_batch",
+    "detect_compression",
     "detect_format",
     "format_names",
     "get_format",
     "register_format",
 ]
 
+
+def _compressed(*extensions: str) -> tuple[str, ...]:
+    """``extensions`` and each of them with a whole-file compression suffix (``.jsonl.gz``)."""
+    return (*extensions, *(e + suffix for e in extensions for suffix in STREAM_SUFFIXES.values()))
+
+
 # name -> ("module:Class", extensions). Modules are imported on first use.
 _KNOWN: dict[str, tuple[str, tuple[str, ...]]] = {
     "parquet": ("dsm.formats.parquet:ParquetFormat", (".parquet", ".pq")),
-    "jsonl": ("dsm.formats.jsonl:JsonlFormat", (".jsonl", ".ndjson", ".jsonl.gz", ".jsonl.zst")),
-    "csv": ("dsm.formats.csv:CsvFormat", (".csv", ".csv.gz")),
+    "jsonl": ("dsm.formats.jsonl:JsonlFormat", _compressed(".jsonl", ".ndjson")),
+    "csv": ("dsm.formats.csv:CsvFormat", _compressed(".csv")),
     "arrow": ("dsm.formats.arrow:ArrowFormat", (".arrow", ".feather", ".ipc")),
-    "webdataset": ("dsm.formats.webdataset:WebDatasetFormat", (".tar",)),
+    "webdataset": ("dsm.formats.webdataset:WebDatasetFormat", (*_compressed(".tar"), ".tgz")),
 }
+_COMPRESSED_ALIASES = {".tgz": "gzip"}
 _LOADED: dict[str, type[Format]] = {}
 
 
@@ -72,6 +91,25 @@ def get_format(name: str, **options: Any) -> Format:
         return cls(**options)
     except TypeError as exc:
         raise InputError(f"format {name!r} does not take these options: {exc}") from None
+
+
+def contract_format(contract: Contract) -> Format:
+    """The format instance that reads ``contract``'s shards: its format with its recorded options (a
+    compressed JSONL or CSV dataset is read with its codec everywhere: register, verify, rewrites, readers).
+    """
+    return get_format(contract.format, **dict(contract.format_options))
+
+
+def detect_compression(path: str) -> str | None:
+    """The whole-file compression a shard's name says (``.jsonl.gz`` -> ``gzip``, ``.tgz`` -> ``gzip``)."""
+    base = posixpath.basename(path).lower()
+    for suffix, codec in _COMPRESSED_ALIASES.items():
+        if base.endswith(suffix):
+            return codec
+    for codec, suffix in STREAM_SUFFIXES.items():
+        if base.endswith(suffix):
+            return codec
+    return None
 
 
 def detect_format(path: str) -> str | None:

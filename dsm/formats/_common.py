@@ -7,11 +7,13 @@ from collections.abc import Iterator, Sequence
 from typing import IO, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from dsm.errors import FormatError, InputError, SchemaError
 
 __all__ = [
     "STREAM_CODECS",
+    "STREAM_SUFFIXES",
     "NonClosingReader",
     "PositionTrackingSink",
     "RowProblem",
@@ -19,8 +21,12 @@ __all__ = [
     "b64encode_array",
     "check_batch_schema",
     "check_stream_codec",
+    "check_text_timestamps",
+    "check_utf8",
+    "check_valid",
     "conform_batch",
     "describe_exception",
+    "encode_dictionary",
     "is_binary_like",
     "is_codec_error",
     "is_string_like",
@@ -33,6 +39,8 @@ __all__ = [
 
 STREAM_CODECS = ("gzip", "zstd", "bz2", "lz4")
 """Whole-file compression codecs the text formats accept (``lz4`` is the LZ4 frame format)."""
+STREAM_SUFFIXES = {"gzip": ".gz", "zstd": ".zst", "bz2": ".bz2", "lz4": ".lz4"}
+"""The file name suffix of each whole-file codec: a shard's name says how it is compressed."""
 
 
 def describe_exception(exc: BaseException) -> str:
@@ -52,9 +60,17 @@ class PositionTrackingSink:
         self._raw = raw
         self._position = 0
         self.closed = False
+        self._abandoned = False
+
+    def abandon(self) -> None:
+        """Drop whatever is written from now on: a writer given up on (its file is about to be removed)
+        still flushes when it is collected, into a file its owner may have closed."""
+        self._abandoned = True
 
     def write(self, data: Any) -> int:
         view = memoryview(data)
+        if self._abandoned:
+            return view.nbytes
         self._raw.write(view)  # type: ignore[arg-type]
         self._position += view.nbytes
         return view.nbytes
@@ -64,7 +80,7 @@ class PositionTrackingSink:
 
     def flush(self) -> None:
         flush = getattr(self._raw, "flush", None)
-        if flush is not None:
+        if flush is not None and not self._abandoned:
             flush()
 
     def close(self) -> None:
@@ -141,9 +157,8 @@ def open_input_stream(file: IO[bytes], compression: str | None) -> Any:
     return pa.CompressedInputStream(pa.PythonFile(NonClosingReader(file), mode="r"), compression)
 
 
-def open_output_stream(file: IO[bytes], compression: str | None) -> Any:
-    """A writable stream that compresses into ``file``; closing it never closes ``file``."""
-    sink = PositionTrackingSink(file)
+def open_output_stream(sink: PositionTrackingSink, compression: str | None) -> Any:
+    """A writable stream that compresses into ``sink``; closing it never closes the file under it."""
     if compression is None:
         return sink
     return pa.CompressedOutputStream(pa.PythonFile(sink, mode="w"), compression)
@@ -205,6 +220,73 @@ def check_batch_schema(batch: pa.RecordBatch, schema: pa.Schema, *, what: str) -
         )
 
 
+_FIRST_READABLE_NS = -9_223_372_036_000_000_000
+"""Arrow parses ISO-8601 text into whole seconds first, then scales them: in ``timestamp[ns]`` the last
+0.85 s before 1677-09-21T00:12:44 (the int64 minimum) are written fine but cannot be read back."""
+
+
+def check_text_timestamps(array: pa.Array) -> None:
+    """Refuse timestamps that text formats would write but no reader could parse back (SchemaError)."""
+    if array.type.unit != "ns" or len(array) == array.null_count:
+        return
+    low = pc.min(array.view(pa.int64())).as_py()
+    if low is not None and low < _FIRST_READABLE_NS:
+        raise SchemaError(
+            f"a {array.type} value ({low} ns) is before 1677-09-21T00:12:44, which ISO-8601 text cannot hold "
+            "readably at nanosecond precision"
+        )
+
+
+def _has_text(type_: pa.DataType) -> bool:
+    if pa.types.is_string(type_) or pa.types.is_large_string(type_) or pa.types.is_string_view(type_):
+        return True
+    if pa.types.is_dictionary(type_):
+        return _has_text(type_.value_type)
+    return any(_has_text(type_.field(i).type) for i in range(type_.num_fields))
+
+
+def check_utf8(batch: pa.RecordBatch, where: str) -> None:
+    """Refuse string values that are not valid UTF-8 (readers of stored Arrow data do not check them).
+
+    ``where`` names the shard (and row group) in the FormatError, which also names the field.
+    """
+    for field, column in zip(batch.schema, batch.columns, strict=True):
+        if not _has_text(field.type):
+            continue
+        try:
+            column.validate(full=True)
+        except pa.ArrowException as exc:
+            raise FormatError(f'{where} field "{field.name}": {describe_exception(exc)}') from None
+
+
+def check_valid(batch: pa.RecordBatch, where: str) -> None:
+    """Full validation of every column (offsets in bounds and increasing, UTF-8, dictionary indices):
+    a batch decoded from untrusted IPC bytes is only a view of them. FormatError names the field."""
+    for field, column in zip(batch.schema, batch.columns, strict=True):
+        try:
+            column.validate(full=True)
+        except pa.ArrowException as exc:
+            raise FormatError(f'{where} field "{field.name}": {describe_exception(exc)}') from None
+
+
+def _read_as(column: pa.Array, field: pa.Field, shard: str) -> pa.Array:
+    """A stored column as ``field``'s type: Arrow's safe cast, else (no cast kernel: values into a
+    dictionary, views) the formats' exact conversions; SchemaError when neither gets there exactly."""
+    from dsm.formats._storage import convert_array
+
+    try:
+        try:
+            return column.cast(field.type, safe=True)
+        except pa.ArrowNotImplementedError:
+            return convert_array(column, field.type)
+    except (SchemaError, pa.ArrowException, ValueError) as exc:
+        problem = describe_exception(exc)
+    raise SchemaError(
+        f'shard {shard} field "{field.name}": stored as {column.type}, cannot be read as {field.type} '
+        f"({problem})"
+    )
+
+
 def conform_batch(batch: pa.RecordBatch, target: pa.Schema, *, shard: str) -> pa.RecordBatch:
     """``batch`` with exactly the ``target`` schema: columns selected by name and cast safely.
 
@@ -213,17 +295,16 @@ def conform_batch(batch: pa.RecordBatch, target: pa.Schema, *, shard: str) -> pa
     """
     if batch.schema.equals(target, check_metadata=True):
         return batch
+    missing = [f.name for f in target if batch.schema.get_field_index(f.name) < 0]
+    if missing:
+        raise SchemaError(
+            f'shard {shard}: no field "{missing[0]}" in the data (it has: {", ".join(batch.schema.names)})'
+        )
     arrays = []
     for field in target:
         column = batch.column(field.name)
         if not column.type.equals(field.type):
-            try:
-                column = column.cast(field.type, safe=True)
-            except (pa.ArrowException, ValueError) as exc:
-                raise SchemaError(
-                    f'shard {shard} field "{field.name}": stored as {column.type}, cannot be read as '
-                    f"{field.type} ({describe_exception(exc)})"
-                ) from None
+            column = _read_as(column, field, shard)
         if not field.nullable and column.null_count:
             raise SchemaError(
                 f'shard {shard} field "{field.name}": {column.null_count} null value(s) in a field the '
@@ -231,6 +312,14 @@ def conform_batch(batch: pa.RecordBatch, target: pa.Schema, *, shard: str) -> pa
             )
         arrays.append(column)
     return pa.RecordBatch.from_arrays(arrays, schema=target)
+
+
+def encode_dictionary(values: pa.Array, target: pa.DataType) -> pa.DictionaryArray:
+    """``values`` (of ``target``'s value type) dictionary-encoded with ``target``'s index type; an index
+    type too narrow for the distinct values is an ArrowInvalid from the safe cast."""
+    encoded = values.dictionary_encode()
+    indices = encoded.indices.cast(target.index_type, safe=True)
+    return pa.DictionaryArray.from_arrays(indices, encoded.dictionary, ordered=target.ordered)
 
 
 def slice_batches(batch: pa.RecordBatch, batch_rows: int) -> Iterator[pa.RecordBatch]:

@@ -15,9 +15,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dsm.errors import SchemaError
-from dsm.formats._common import b64encode_array, is_binary_like, is_string_like
+from dsm.formats._common import b64encode_array, check_text_timestamps, is_binary_like, is_string_like
+from dsm.formats._storage import convert_array
 
-__all__ = ["encode_lines", "escape_json_strings", "text_buffer", "unsupported_json_type"]
+__all__ = ["encode_lines", "escape_json_strings", "json_stored_type", "text_buffer", "unsupported_json_type"]
 
 _TEXT = pa.large_string()
 _NULL_TEXT = pa.scalar("null", _TEXT)
@@ -31,9 +32,8 @@ def _s(text: str) -> pa.Scalar:
     return pa.scalar(text, _TEXT)
 
 
-def unsupported_json_type(type_: pa.DataType) -> str | None:
-    """Why a type has no JSONL encoding, or ``None`` when it has one."""
-    if (
+def _is_json_scalar(type_: pa.DataType) -> bool:
+    return bool(
         pa.types.is_null(type_)
         or pa.types.is_boolean(type_)
         or pa.types.is_integer(type_)
@@ -44,21 +44,49 @@ def unsupported_json_type(type_: pa.DataType) -> str | None:
         or pa.types.is_date(type_)
         or pa.types.is_timestamp(type_)
         or pa.types.is_decimal(type_)
-    ):
-        return None
-    if pa.types.is_list(type_) or pa.types.is_large_list(type_) or pa.types.is_fixed_size_list(type_):
-        return unsupported_json_type(type_.value_type)
-    if pa.types.is_struct(type_):
-        for index in range(type_.num_fields):
-            reason = unsupported_json_type(type_.field(index).type)
-            if reason:
-                return reason
-        return None
-    if pa.types.is_map(type_):
-        return unsupported_json_type(type_.key_type) or unsupported_json_type(type_.item_type)
+    )
+
+
+def json_stored_type(type_: pa.DataType) -> pa.DataType:
+    """The type a JSONL file holds for ``type_`` and reads back as; SchemaError when it has no encoding.
+
+    Text has no dictionaries and no views: a dictionary is held as its values, a string or binary view
+    as a string or binary, a list view as a list. Every other supported type is held as it is.
+    """
+    if _is_json_scalar(type_):
+        return type_
     if pa.types.is_dictionary(type_):
-        return unsupported_json_type(type_.value_type)
-    return f"type {type_} has no JSON encoding in dsm"
+        return json_stored_type(type_.value_type)
+    if pa.types.is_string_view(type_):
+        return pa.string()
+    if pa.types.is_binary_view(type_):
+        return pa.binary()
+    if pa.types.is_list(type_) or pa.types.is_list_view(type_):
+        return pa.list_(_stored_field(type_.value_field))
+    if pa.types.is_large_list(type_) or pa.types.is_large_list_view(type_):
+        return pa.large_list(_stored_field(type_.value_field))
+    if pa.types.is_fixed_size_list(type_):
+        return pa.list_(_stored_field(type_.value_field), type_.list_size)
+    if pa.types.is_struct(type_) and type_.num_fields:
+        return pa.struct([_stored_field(type_.field(i)) for i in range(type_.num_fields)])
+    if pa.types.is_map(type_):
+        return pa.map_(_stored_field(type_.key_field), _stored_field(type_.item_field), type_.keys_sorted)
+    if pa.types.is_struct(type_):
+        raise SchemaError(f"type {type_} has no fields: pyarrow cannot build it back from JSON objects")
+    raise SchemaError(f"type {type_} has no JSON encoding in dsm")
+
+
+def _stored_field(field: pa.Field) -> pa.Field:
+    return pa.field(field.name, json_stored_type(field.type), nullable=field.nullable)
+
+
+def unsupported_json_type(type_: pa.DataType) -> str | None:
+    """Why a type has no JSONL encoding, or ``None`` when it has one."""
+    try:
+        json_stored_type(type_)
+    except SchemaError as exc:
+        return str(exc)
+    return None
 
 
 def _bytes_of(text: pa.Array) -> np.ndarray:
@@ -124,6 +152,7 @@ def _floats(array: pa.Array) -> pa.Array:
 
 def _timestamps(array: pa.Array) -> pa.Array:
     """ISO-8601 with the unit's fixed number of fractional digits; tz-aware values in UTC with ``Z``."""
+    check_text_timestamps(array)
     utc = array.view(pa.int64()).view(pa.timestamp(array.type.unit))
     text = pc.replace_substring(utc.cast(_TEXT), " ", "T", max_replacements=1)
     if pc.any(pc.starts_with(text, "<")).as_py():
@@ -186,6 +215,8 @@ def _texts(array: pa.Array) -> pa.Array:
         return _quoted(escape_json_strings(array))
     if is_binary_like(type_):
         return _quoted(b64encode_array(array))
+    if pa.types.is_date64(type_):
+        return _quoted(convert_array(array, pa.date32()).cast(_TEXT))  # days floored, as fingerprinted
     if pa.types.is_date(type_) or pa.types.is_decimal(type_):
         return _quoted(array.cast(_TEXT))
     if pa.types.is_timestamp(type_):
@@ -193,7 +224,11 @@ def _texts(array: pa.Array) -> pa.Array:
     if pa.types.is_list(type_) or pa.types.is_large_list(type_):
         return _lists(array.offsets, array.values)
     if pa.types.is_fixed_size_list(type_):
-        return _texts(array.cast(pa.list_(type_.value_field)))
+        # Not through a cast to list: Arrow refuses one whose non-nullable items hold the placeholders
+        # of null lists.
+        size = type_.list_size
+        offsets = pa.array(np.arange(len(array) + 1, dtype=np.int64) * size)
+        return _lists(offsets, array.values.slice(array.offset * size, len(array) * size))
     if pa.types.is_struct(type_):
         return _structs(array)
     if pa.types.is_map(type_):

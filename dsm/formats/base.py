@@ -9,10 +9,27 @@ from typing import IO, Any, ClassVar
 
 import pyarrow as pa
 
-from dsm.errors import InputError
+from dsm.errors import InputError, SchemaError
+from dsm.formats._common import PositionTrackingSink, check_batch_schema
+from dsm.formats._decoding import guard
+from dsm.formats._storage import Storage, convert_batch
 from dsm.formats.index import ShardIndex
 
-__all__ = ["DEFAULT_BATCH_ROWS", "Format", "FormatWriter", "SeekPoint", "ShardIndex", "slice_rows"]
+__all__ = ["DEFAULT_BATCH_ROWS", "Format", "FormatWriter", "SeekPoint", "ShardIndex", "Storage", "slice_rows"]
+
+_READERS = (
+    "read_schema",
+    "iter_batches",
+    "count_rows",
+    "fragment_count",
+    "iter_fragments",
+    "fragment_rows",
+    "iter_batches_from",
+    "index_shard",
+    "read_rows",
+    "row_lines",
+)
+_ITERATING = frozenset({"iter_batches", "iter_fragments", "iter_batches_from", "read_rows"})
 
 DEFAULT_BATCH_ROWS = 65_536
 """Rows per record batch that readers aim for; bounds memory for any shard size."""
@@ -53,21 +70,35 @@ class FormatWriter(ABC):
     def close(self) -> None:
         """Write any footer; does not close the underlying file object."""
 
+    def abort(self) -> None:
+        """Give the file up: nothing more reaches the file object (its owner removes what was written)."""
+        sink = getattr(self, "_sink", None)
+        if isinstance(sink, PositionTrackingSink):
+            sink.abandon()
+
     def __enter__(self) -> FormatWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:
         if exc[0] is None:
             self.close()
+        else:
+            self.abort()
 
 
 class Format(ABC):
     """A file format over Arrow record batches.
 
     Subclasses set ``name`` (the registry key and the contract's ``format``), ``extensions`` (for
-    detection, with the dot) and take their write options as keyword-only constructor arguments.
-    Readers stream: at most about ``batch_rows`` rows (or one row group) are in memory at once.
-    Decoding failures raise :class:`dsm.errors.FormatError` naming ``shard`` and the line, row or field.
+    detection, with the dot) and take their write options as keyword-only constructor arguments. They
+    implement the readers below, :meth:`_open_writer`, and :meth:`stored_type` where their files do not
+    hold every Arrow type as it is.
+
+    Readers stream: at most about ``batch_rows`` rows (or one row group) are in memory at once. Every
+    reading method of every subclass is wrapped (in ``__init_subclass__``) so that a decoding failure
+    raises :class:`dsm.errors.FormatError` naming ``shard`` (and the line, row or field where the format
+    knows it) and a failure of the underlying file raises :class:`dsm.errors.StorageError`: no reader
+    leaks a library's exception.
     """
 
     name: ClassVar[str]
@@ -78,9 +109,51 @@ class Format(ABC):
     """True when :meth:`index_shard` reads the whole file (line and tar formats): callers keep the index,
     keyed by the file's checksum. False: it reads a footer, which is cheap enough to read again."""
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in _READERS:
+            if name in cls.__dict__:
+                setattr(cls, name, guard(cls.__dict__[name], iterates=name in _ITERATING))
+
     def options(self) -> dict[str, Any]:
         """The write options this instance was made with (recorded in contracts as ``format_options``)."""
         return {}
+
+    # ------------------------------------------------------------------------------- what files hold
+
+    def stored_type(self, type_: pa.DataType) -> pa.DataType:
+        """The type values of ``type_`` have once written in this format and read back (the default:
+        ``type_`` itself); raises :class:`SchemaError` saying why when the format cannot hold it.
+
+        This is the one place a format says what it does to a type. A stored type other than ``type_``
+        must hold every value exactly (same row fingerprint): :meth:`storage` converts into it.
+        """
+        return type_
+
+    def storage(self, schema: pa.Schema) -> Storage:
+        """What this format makes of ``schema``: the schema its files hold, and what it cannot hold."""
+        fields, changes, problems = [], [], []
+        for field in schema:
+            try:
+                stored = self.stored_type(field.type)
+            except SchemaError as exc:
+                problems.append(f'field "{field.name}": {exc}')
+                fields.append(field)
+                continue
+            if not stored.equals(field.type) or str(stored) != str(field.type):
+                changes.append(f'field "{field.name}": {field.type} is stored as {stored}')
+            fields.append(pa.field(field.name, stored, nullable=field.nullable, metadata=field.metadata))
+        return Storage(
+            format=self.name,
+            source=schema,
+            schema=pa.schema(fields, metadata=schema.metadata),
+            changes=tuple(changes),
+            problems=tuple(problems),
+        )
+
+    def unsupported(self, schema: pa.Schema) -> list[str]:
+        """Why this format cannot hold ``schema`` (one message per field), or ``[]`` when it can."""
+        return list(self.storage(schema).problems)
 
     @abstractmethod
     def read_schema(self, file: IO[bytes], *, shard: str) -> pa.Schema:
@@ -106,9 +179,22 @@ class Format(ABC):
         """Rows in one file; formats with metadata override this to avoid decoding."""
         return sum(b.num_rows for b in self.iter_batches(file, shard=shard, schema=schema))
 
-    @abstractmethod
     def open_writer(self, file: IO[bytes], schema: pa.Schema) -> FormatWriter:
-        """A writer of ``schema`` into ``file`` with this instance's options."""
+        """A writer of batches of ``schema`` into ``file`` with this instance's options.
+
+        The file holds :meth:`storage` ``(schema).schema``: batches are converted exactly into the stored
+        types before they are written. A schema the format cannot hold is a SchemaError.
+        """
+        storage = self.storage(schema)
+        storage.check()
+        writer = self._open_writer(file, storage.schema)
+        if not storage.converts:
+            return writer
+        return _StoringWriter(writer, storage)
+
+    @abstractmethod
+    def _open_writer(self, file: IO[bytes], schema: pa.Schema) -> FormatWriter:
+        """A writer of ``schema`` (a stored schema: :meth:`stored_type` of each field) into ``file``."""
 
     def fragment_count(self, file: IO[bytes], *, shard: str) -> int:
         """Pieces of one file that decode on their own, in any order (Parquet: row groups).
@@ -136,10 +222,6 @@ class Format(ABC):
             yield from self.iter_batches(
                 file, shard=shard, schema=schema, columns=columns, batch_rows=batch_rows
             )
-
-    def unsupported(self, schema: pa.Schema) -> list[str]:
-        """Why this format cannot hold ``schema`` (one message per field), or ``[]`` when it can."""
-        return []
 
     def fragment_rows(self, file: IO[bytes], *, shard: str) -> list[int]:
         """Rows of each fragment (see :meth:`fragment_count`); formats with metadata override this."""
@@ -277,3 +359,27 @@ def slice_rows(
         row = end
         if row >= stop:
             return
+
+
+class _StoringWriter(FormatWriter):
+    """Converts batches of the source schema into the stored schema before the format's writer sees them."""
+
+    def __init__(self, writer: FormatWriter, storage: Storage) -> None:
+        self._writer = writer
+        self._storage = storage
+
+    def write_batch(self, batch: pa.RecordBatch) -> None:
+        check_batch_schema(batch, self._storage.source, what=f"{self._storage.format} writer")
+        self._writer.write_batch(convert_batch(batch, self._storage.schema))
+
+    def close(self) -> None:
+        self._writer.close()
+
+    def abort(self) -> None:
+        self._writer.abort()
+
+
+for _name in _READERS:
+    _method = Format.__dict__[_name]
+    if not getattr(_method, "__isabstractmethod__", False):
+        setattr(Format, _name, guard(_method, iterates=_name in _ITERATING))

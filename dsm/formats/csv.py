@@ -22,12 +22,15 @@ import pyarrow.csv as pcsv
 
 from dsm.errors import FormatError, InputError, SchemaError
 from dsm.formats._common import (
+    PositionTrackingSink,
     RowProblem,
     b64decode_array,
     b64encode_array,
     check_batch_schema,
     check_stream_codec,
+    check_text_timestamps,
     describe_exception,
+    encode_dictionary,
     is_binary_like,
     is_codec_error,
     is_string_like,
@@ -73,10 +76,18 @@ def _is_flat(type_: pa.DataType) -> bool:
 
 def _text_type(type_: pa.DataType) -> pa.DataType:
     """The column type of the CSV text: binary values are base64 strings."""
+    if pa.types.is_dictionary(type_):
+        return _text_type(type_.value_type)  # parsed as values, encoded after
+    if pa.types.is_string_view(type_):
+        return pa.string()
+    if pa.types.is_binary_view(type_):
+        return pa.binary()
     if is_binary_like(type_):
         return pa.large_string() if pa.types.is_large_binary(type_) else pa.string()
     if pa.types.is_decimal256(type_):
         return pa.string()  # Arrow's CSV reader has no decimal256 converter: parsed by a cast
+    if pa.types.is_decimal32(type_) or pa.types.is_decimal64(type_):
+        return pa.decimal128(type_.precision, type_.scale)  # nor decimal32/64 ones: read wide, cast exactly
     return type_
 
 
@@ -115,12 +126,18 @@ class CsvFormat(Format):
     def options(self) -> dict[str, Any]:
         return {"delimiter": self.delimiter, "header": self.header, "compression": self.compression}
 
-    def unsupported(self, schema: pa.Schema) -> list[str]:
-        return [
-            f'field "{field.name}": type {field.type} cannot be stored in CSV (only flat scalar types)'
-            for field in schema
-            if not _is_flat(field.type)
-        ]
+    def stored_type(self, type_: pa.DataType) -> pa.DataType:
+        """Flat scalar types as they are; a dictionary as its values, a string or binary view as a string
+        or binary (text has neither). Nested types cannot be stored."""
+        if pa.types.is_dictionary(type_):
+            return self.stored_type(type_.value_type)
+        if pa.types.is_string_view(type_):
+            return pa.string()
+        if pa.types.is_binary_view(type_):
+            return pa.binary()
+        if not _is_flat(type_):
+            raise SchemaError(f"type {type_} cannot be stored in CSV (only flat scalar types)")
+        return type_
 
     # ------------------------------------------------------------------------------------------ reading
 
@@ -144,8 +161,8 @@ class CsvFormat(Format):
             strings_can_be_null=True,
             quoted_strings_can_be_null=False,
             null_values=[""],
-            true_values=["true"],
-            false_values=["false"],
+            true_values=["true", "True", "TRUE"],  # pandas writes True and False
+            false_values=["false", "False", "FALSE"],
         )
 
     def _first_record(self, file: IO[bytes]) -> list[str] | None:
@@ -160,7 +177,7 @@ class CsvFormat(Format):
         file.seek(0)
         if not head:
             return None
-        text = bytes(head).decode("utf-8", errors="replace")
+        text = bytes(head).decode("utf-8-sig", errors="replace")  # a byte-order mark is not a name
         _allow_large_fields()
         for record in csv.reader(io.StringIO(text, newline=""), delimiter=self.delimiter):
             if record:
@@ -311,13 +328,15 @@ class CsvFormat(Format):
         rows_before: int,
         file_columns: int,
     ) -> pa.Array:
+        target = field.type.value_type if pa.types.is_dictionary(field.type) else field.type
         try:
-            return array.cast(field.type, safe=True)
+            values = array.cast(target, safe=True)
+            return encode_dictionary(values, field.type) if pa.types.is_dictionary(field.type) else values
         except (pa.ArrowException, ValueError):
             pass
         for row, value in enumerate(array.to_pylist()):
             try:
-                pa.array([value], type=array.type).cast(field.type, safe=True)
+                pa.array([value], type=array.type).cast(target, safe=True)
             except (pa.ArrowException, ValueError):
                 line = self._line_of_row(file, rows_before + row, file_columns)
                 raise FormatError(
@@ -332,7 +351,7 @@ class CsvFormat(Format):
         file.seek(0)
         raw = open_input_stream(file, self.compression)
         buffered = io.BufferedReader(_Readable(raw))
-        text = io.TextIOWrapper(buffered, encoding="utf-8", errors="replace", newline="")
+        text = io.TextIOWrapper(buffered, encoding="utf-8-sig", errors="replace", newline="")
         _allow_large_fields()
         reader = csv.reader(text, delimiter=self.delimiter)
         skip_header = self.header
@@ -488,10 +507,7 @@ class CsvFormat(Format):
 
     # ------------------------------------------------------------------------------------------ writing
 
-    def open_writer(self, file: IO[bytes], schema: pa.Schema) -> FormatWriter:
-        reasons = self.unsupported(schema)
-        if reasons:
-            raise SchemaError("; ".join(reasons))
+    def _open_writer(self, file: IO[bytes], schema: pa.Schema) -> FormatWriter:
         return _CsvWriter(file, schema, self)
 
 
@@ -514,16 +530,24 @@ class _CsvWriter(FormatWriter):
     def __init__(self, file: IO[bytes], schema: pa.Schema, fmt: CsvFormat) -> None:
         self._schema = schema
         self._text_schema = pa.schema([pa.field(f.name, _write_type(f.type), f.nullable) for f in schema])
-        self._out = open_output_stream(file, fmt.compression)
-        self._sink = self._out if isinstance(self._out, pa.NativeFile) else pa.PythonFile(self._out, mode="w")
+        self._sink = PositionTrackingSink(file)
+        self._out = open_output_stream(self._sink, fmt.compression)
+        native = isinstance(self._out, pa.NativeFile)
+        self._stream = self._out if native else pa.PythonFile(self._out, mode="w")
         options = pcsv.WriteOptions(
             include_header=fmt.header, delimiter=fmt.delimiter, quoting_style="needed"
         )
-        self._writer = pcsv.CSVWriter(self._sink, self._text_schema, write_options=options)
+        self._writer = pcsv.CSVWriter(self._stream, self._text_schema, write_options=options)
         self._closed = False
 
     def write_batch(self, batch: pa.RecordBatch) -> None:
         check_batch_schema(batch, self._schema, what="csv writer")
+        for field, column in zip(batch.schema, batch.columns, strict=True):
+            if pa.types.is_timestamp(field.type):
+                try:
+                    check_text_timestamps(column)
+                except SchemaError as exc:
+                    raise SchemaError(f'field "{field.name}": {exc}') from None
         arrays = [
             b64encode_array(column) if is_binary_like(column.type) else column.cast(field.type)
             for column, field in zip(batch.columns, self._text_schema, strict=True)
@@ -534,4 +558,4 @@ class _CsvWriter(FormatWriter):
         if not self._closed:
             self._closed = True
             self._writer.close()
-            self._sink.close()
+            self._stream.close()

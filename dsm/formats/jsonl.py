@@ -17,19 +17,24 @@ from __future__ import annotations
 
 import binascii
 import json
+import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any, ClassVar
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from dsm.errors import FormatError, SchemaError
 from dsm.formats._common import (
+    PositionTrackingSink,
     RowProblem,
     b64decode_array,
     check_batch_schema,
     check_stream_codec,
     describe_exception,
+    encode_dictionary,
     is_binary_like,
     is_codec_error,
     is_string_like,
@@ -38,7 +43,7 @@ from dsm.formats._common import (
     project_schema,
     read_span,
 )
-from dsm.formats._jsontext import encode_lines, text_buffer, unsupported_json_type
+from dsm.formats._jsontext import encode_lines, json_stored_type, text_buffer, unsupported_json_type
 from dsm.formats._lines import LineIndexBuilder, row_starts
 from dsm.formats.base import DEFAULT_BATCH_ROWS, Format, FormatWriter, SeekPoint
 from dsm.formats.index import ShardIndex
@@ -49,6 +54,11 @@ _CHUNK_BYTES = 16 * 1024 * 1024
 _INFER_BYTES = 1024 * 1024
 _PARSE_BLOCK_BYTES = 1024 * 1024
 _NON_FINITE = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
+_MAX_LINE_BYTES = 1 << 30
+_MAX_NESTING = 256
+"""Deepest nesting of a line: far beyond any contract type (``MAX_TYPE_DEPTH``), far below the ~10,000
+levels at which pyarrow's recursive JSON parser overflows the stack and kills the process."""
+_STRING_LITERAL = re.compile(rb'"(?:[^"\\]|\\.)*"')
 
 
 # ---------------------------------------------------------------------------------------------- chunks
@@ -68,12 +78,43 @@ def _iter_chunks(stream: Any, chunk_bytes: int = _CHUNK_BYTES) -> Iterator[tuple
         cut = data.rfind(b"\n") + 1
         if cut == 0:
             pending += data
+            if len(pending) > _MAX_LINE_BYTES:
+                raise FormatError(f"line {line}: longer than {_MAX_LINE_BYTES >> 30} GiB without a newline")
             continue
         # One copy of the read at most (none when it ends with a whole line and nothing is pending).
         chunk = b"".join((pending, memoryview(data)[:cut])) if pending or cut < len(data) else data
         pending = data[cut:]
         yield line, chunk
         line += chunk.count(b"\n")
+
+
+def _depth(line: bytes) -> int:
+    """How deep the arrays and objects of one line nest (brackets inside strings do not count)."""
+    bare = np.frombuffer(_STRING_LITERAL.sub(b"", line), dtype=np.uint8)
+    steps = (bare == 0x5B).astype(np.int32) + (bare == 0x7B) - (bare == 0x5D) - (bare == 0x7D)
+    return int(np.cumsum(steps).max()) if len(steps) else 0
+
+
+def _check_nesting(chunk: bytes, first_line: int, shard: str) -> None:
+    """Refuse a line nesting deeper than ``_MAX_NESTING`` before any parser sees it.
+
+    A line nests no deeper than it has opening brackets, and has no more of them than bytes: only lines
+    longer than the limit are counted, and only lines with that many brackets are looked at closely.
+    """
+    if chunk.count(b"[") + chunk.count(b"{") <= _MAX_NESTING:
+        return
+    ends = np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == 0x0A)
+    if not len(ends) or ends[-1] != len(chunk) - 1:
+        ends = np.append(ends, len(chunk))
+    starts = np.concatenate(([0], ends[:-1] + 1))
+    for index in np.flatnonzero(ends - starts > _MAX_NESTING).tolist():
+        start, end = int(starts[index]), int(ends[index])
+        if chunk.count(b"[", start, end) + chunk.count(b"{", start, end) <= _MAX_NESTING:
+            continue
+        if _depth(chunk[start:end]) > _MAX_NESTING:
+            raise FormatError(
+                f"shard {shard} line {first_line + index}: values nest deeper than {_MAX_NESTING} levels"
+            )
 
 
 def _head(chunk: bytes, size: int) -> bytes:
@@ -390,18 +431,77 @@ def _convert_nullable(convert: _Converter, value: Any, nullable: bool) -> Any:
     return convert(value)
 
 
-def _nulls_propagated(array: pa.Array) -> pa.Array:
-    """``array`` with the children of null structs made null, so a cast never parses their placeholders."""
-    type_ = array.type
-    if pa.types.is_struct(type_):
-        children = [_nulls_propagated(child) for child in array.flatten()]
+def _nulls_inside(child: pa.Array, parent: pa.Array) -> bool:
+    """Whether ``child`` (a struct's field, nulls of the struct merged in) is null where ``parent`` is not."""
+    if not child.null_count:
+        return False
+    return bool(pc.any(pc.and_(child.is_null(), parent.is_valid())).as_py())
+
+
+def _cast_to(array: pa.Array, target: pa.DataType) -> pa.Array:
+    """The parsed ``array`` as ``target``: nested values cast field by field, children of null structs
+    made null first (so their placeholders are never parsed), dictionaries encoded, and a null where a
+    nested field is not nullable refused (ValueError; the line-by-line reader then names the line).
+
+    A null struct's non-nullable fields hold nulls: Arrow allows it (the struct's null covers them).
+    """
+    source = array.type
+    if pa.types.is_dictionary(target):
+        return encode_dictionary(_cast_to(array, target.value_type), target)
+    if pa.types.is_struct(source) and pa.types.is_struct(target):
+        children = []
+        for child, field in zip(array.flatten(), target, strict=True):
+            child = _cast_to(child, field.type)
+            if not field.nullable and _nulls_inside(child, array):
+                raise ValueError(f'a null in the non-nullable field "{field.name}"')
+            children.append(child)
         mask = array.is_null() if array.null_count else None
-        return pa.StructArray.from_arrays(children, fields=list(type_), mask=mask)
-    if (pa.types.is_list(type_) or pa.types.is_large_list(type_)) and not array.offset:
-        values = _nulls_propagated(array.values)
+        return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
+    listy = pa.types.is_list(target) or pa.types.is_large_list(target) or pa.types.is_fixed_size_list(target)
+    if listy and (pa.types.is_list(source) or pa.types.is_large_list(source)):
+        offsets = pc.subtract(array.offsets, array.offsets[0])
+        start = array.offsets[0].as_py()
+        values = array.values.slice(start, array.offsets[-1].as_py() - start)
+        values = _cast_to(values, target.value_type)
+        if not target.value_field.nullable and values.null_count:
+            raise ValueError("a null item in a list whose items are not nullable")
         mask = array.is_null() if array.null_count else None
-        return type(array).from_arrays(array.offsets, values, type=type_, mask=mask)
-    return array
+        if pa.types.is_fixed_size_list(target):
+            return _fixed_size(array, offsets, values, target, mask)
+        return _list_class(target).from_arrays(offsets, values, type=target, mask=mask)
+    if pa.types.is_map(source) and pa.types.is_map(target):
+        offsets = pc.subtract(array.offsets, array.offsets[0])
+        start = array.offsets[0].as_py()
+        entries = array.values.slice(start, array.offsets[-1].as_py() - start)
+        keys = _cast_to(entries.field(0), target.key_type)
+        items = _cast_to(entries.field(1), target.item_type)
+        if not target.item_field.nullable and items.null_count:
+            raise ValueError("a null value in a map whose values are not nullable")
+        mask = array.is_null() if array.null_count else None
+        return pa.MapArray.from_arrays(offsets, keys, items, type=target, mask=mask)
+    if source.equals(target):
+        return array
+    return array.cast(target, safe=True)
+
+
+def _fixed_size(
+    array: pa.Array, offsets: pa.Array, values: pa.Array, target: pa.DataType, mask: pa.Array | None
+) -> pa.Array:
+    """Parsed lists as ``target`` (a fixed-size list): each valid list must have its size; a null one
+    gets null placeholders (built by a take, not a cast, which Arrow refuses for non-nullable items)."""
+    size = target.list_size
+    starts = np.asarray(offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
+    valid = np.asarray(array.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    lengths = np.diff(starts)
+    if np.any(valid & (lengths != size)):
+        raise ValueError(f"a list whose length is not {size}")
+    positions = starts[:-1, None] + np.arange(size, dtype=np.int64)[None, :]
+    indices = pa.array(positions.reshape(-1), mask=np.repeat(~valid, size))
+    return pa.FixedSizeListArray.from_arrays(values.take(indices), type=target, mask=mask)
+
+
+def _list_class(kind: pa.DataType) -> type[pa.Array]:
+    return pa.LargeListArray if pa.types.is_large_list(kind) else pa.ListArray
 
 
 # ---------------------------------------------------------------------------------------------- parsing
@@ -413,22 +513,30 @@ class _ChunkParser:
     def __init__(self, schema: pa.Schema, shard: str) -> None:
         self.schema = schema
         self.shard = shard
-        self._converters = [(f.name, _converter(f.type), f.nullable) for f in schema]
-        native = [_native_field_type(f.type) for f in schema]
+        # Lines are parsed into the types the file holds (no dictionaries, no views), then cast to ``schema``.
+        self._stored = pa.schema([pa.field(f.name, json_stored_type(f.type), f.nullable) for f in schema])
+        self._converters = [(f.name, _converter(f.type), f.nullable) for f in self._stored]
+        native = [_native_field_type(f.type) for f in self._stored]
         self._native_schema = (
             None
             if any(t is None for t in native)
-            else pa.schema([pa.field(f.name, t) for f, t in zip(schema, native, strict=True)])
+            else pa.schema([pa.field(f.name, t) for f, t in zip(self._stored, native, strict=True)])
         )
 
     def parse(self, chunk: bytes, first_line: int) -> pa.Table:
         if not chunk or chunk.isspace():  # as ``not chunk.strip()``, without copying a 16 MiB chunk
             return self.schema.empty_table()
-        if self._native_schema is not None:
-            table = self._parse_native(chunk)
-            if table is not None:
-                return table
-        return self._parse_python(chunk, first_line)
+        _check_nesting(chunk, first_line, self.shard)
+        table = self._parse_native(chunk) if self._native_schema is not None else None
+        if table is None:
+            table = self._parse_python(chunk, first_line)
+        if table.schema.equals(self.schema):
+            return table
+        columns = [
+            _cast_to(column.combine_chunks(), field.type)
+            for column, field in zip(table.columns, self.schema, strict=True)
+        ]
+        return pa.Table.from_arrays(columns, schema=self.schema)
 
     def _parse_native(self, chunk: bytes) -> pa.Table | None:
         """The table from pyarrow's parser, or None when it refuses the chunk (the Python path decides)."""
@@ -450,22 +558,22 @@ class _ChunkParser:
     def _finish_native(self, table: pa.Table) -> pa.Table | None:
         table.validate(full=True)  # pyarrow's JSON parser does not check that strings are UTF-8
         columns = []
-        for field, column in zip(self.schema, table.columns, strict=True):
+        for field, column in zip(self._stored, table.columns, strict=True):
             array = column.combine_chunks()
             if is_binary_like(field.type):
                 array = b64decode_array(array, field.type)
             elif not array.type.equals(field.type):
-                array = _nulls_propagated(array).cast(field.type, safe=True)
+                array = _cast_to(array, field.type)
             if not field.nullable and array.null_count:
                 return None
             columns.append(array)
-        return pa.Table.from_arrays(columns, schema=self.schema)
+        return pa.Table.from_arrays(columns, schema=self._stored)
 
     def _parse_python(self, chunk: bytes, first_line: int) -> pa.Table:
         """Parse line by line; raises FormatError naming the first bad line (and field)."""
         values: list[list[Any]] = [[] for _ in self._converters]
         lines: list[int] = []
-        names = set(self.schema.names)
+        names = set(self._stored.names)
         for offset, raw in enumerate(chunk.split(b"\n")):
             if not raw.strip():
                 continue
@@ -485,9 +593,9 @@ class _ChunkParser:
                     raise FormatError(f"{_at(self.shard, line, name + bad.path)}: {bad.message}") from None
             lines.append(line)
         arrays = [
-            self._build(field, column, lines) for field, column in zip(self.schema, values, strict=True)
+            self._build(field, column, lines) for field, column in zip(self._stored, values, strict=True)
         ]
-        return pa.Table.from_arrays(arrays, schema=self.schema)
+        return pa.Table.from_arrays(arrays, schema=self._stored)
 
     def _decode_line(self, raw: bytes, line: int) -> dict[str, Any]:
         try:
@@ -502,6 +610,8 @@ class _ChunkParser:
             raise FormatError(
                 f"{_at(self.shard, line)}: invalid JSON ({exc.msg} at column {exc.colno})"
             ) from None
+        except RecursionError:
+            raise FormatError(f"{_at(self.shard, line)}: values nest too deeply to decode") from None
         except ValueError as exc:
             raise FormatError(f"{_at(self.shard, line)}: invalid JSON ({exc})") from None
         if not isinstance(record, dict):
@@ -512,7 +622,7 @@ class _ChunkParser:
         wire = _wire_type(field.type)
         try:
             array = pa.array(values, type=wire)
-            return array if wire.equals(field.type) else _nulls_propagated(array).cast(field.type, safe=True)
+            return array if wire.equals(field.type) else _cast_to(array, field.type)
         except (pa.ArrowException, ValueError, OverflowError) as exc:
             problem = describe_exception(exc)
         for index, value in enumerate(values):
@@ -550,13 +660,9 @@ class JsonlFormat(Format):
     def options(self) -> dict[str, Any]:
         return {"compression": self.compression}
 
-    def unsupported(self, schema: pa.Schema) -> list[str]:
-        reasons = []
-        for field in schema:
-            reason = unsupported_json_type(field.type)
-            if reason:
-                reasons.append(f'field "{field.name}": {reason} (JSONL)')
-        return reasons
+    def stored_type(self, type_: pa.DataType) -> pa.DataType:
+        """See :func:`dsm.formats._jsontext.json_stored_type`: dictionaries and views are held as values."""
+        return json_stored_type(type_)
 
     def _chunks(self, file: IO[bytes]) -> Iterator[tuple[int, bytes]]:
         try:
@@ -736,14 +842,12 @@ class JsonlFormat(Format):
             raise SchemaError(f"shard {shard}: " + "; ".join(reasons))
         return _ChunkParser(schema, shard)
 
-    def open_writer(self, file: IO[bytes], schema: pa.Schema) -> FormatWriter:
-        reasons = self.unsupported(schema)
-        if reasons:
-            raise SchemaError("; ".join(reasons))
+    def _open_writer(self, file: IO[bytes], schema: pa.Schema) -> FormatWriter:
         return _JsonlWriter(file, schema, self.compression)
 
 
 def _infer(head: bytes, shard: str) -> pa.Schema:
+    _check_nesting(head, 1, shard)
     try:
         table = pj.read_json(pa.BufferReader(head), read_options=pj.ReadOptions(block_size=len(head) + 1))
     except pa.ArrowException as exc:
@@ -768,7 +872,8 @@ class _JsonlWriter(FormatWriter):
 
     def __init__(self, file: IO[bytes], schema: pa.Schema, compression: str | None) -> None:
         self._schema = schema
-        self._out = open_output_stream(file, compression)
+        self._sink = PositionTrackingSink(file)
+        self._out = open_output_stream(self._sink, compression)
         self._closed = False
 
     def write_batch(self, batch: pa.RecordBatch) -> None:

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from functools import lru_cache
 from typing import IO, Any, ClassVar
 
 import pyarrow as pa
@@ -17,6 +18,7 @@ from dsm.errors import FormatError, InputError, SchemaError
 from dsm.formats._common import (
     PositionTrackingSink,
     check_batch_schema,
+    check_utf8,
     conform_batch,
     describe_exception,
     project_schema,
@@ -34,12 +36,90 @@ def _unreadable(shard: str, exc: BaseException) -> FormatError:
     return FormatError(f"shard {shard}: not a readable Parquet file ({describe_exception(exc)})")
 
 
+def _written_type(kind: pa.DataType) -> pa.DataType:
+    """The type dsm hands to pyarrow's Parquet writer for values of ``kind`` (converted exactly).
+
+    Parquet has no seconds unit for times and timestamps and no 64-bit date; pyarrow keeps dictionaries
+    only of string and binary values (large ones read back small), writes no null among a dictionary's
+    values and no slice of a view. Nested types are converted field by field.
+    """
+    if pa.types.is_dictionary(kind):
+        values = kind.value_type
+        if pa.types.is_string(values) or pa.types.is_large_string(values):
+            return pa.dictionary(kind.index_type, pa.string(), ordered=kind.ordered)
+        if pa.types.is_binary(values) or pa.types.is_large_binary(values):
+            return pa.dictionary(kind.index_type, pa.binary(), ordered=kind.ordered)
+        return _written_type(values)
+    if pa.types.is_date64(kind):
+        return pa.date32()
+    # pyarrow's writer fails on sliced view arrays (a row group is a slice): views are held as what they view.
+    if pa.types.is_string_view(kind):
+        return pa.large_string()
+    if pa.types.is_binary_view(kind):
+        return pa.large_binary()
+    if pa.types.is_time32(kind) and kind.unit == "s":
+        return pa.time32("ms")
+    if pa.types.is_timestamp(kind) and kind.unit == "s":
+        return pa.timestamp("ms", tz=kind.tz)
+    if pa.types.is_struct(kind):
+        # pyarrow cannot read back a non-nullable fixed-size list inside a struct that has nulls: such a
+        # field is stored nullable (the same values; only the flag differs).
+        fields = [_written_field(kind.field(i)) for i in range(kind.num_fields)]
+        return pa.struct(
+            [f.with_nullable(True) if pa.types.is_fixed_size_list(f.type) else f for f in fields]
+        )
+    if pa.types.is_map(kind):
+        return pa.map_(_written_field(kind.key_field), _written_field(kind.item_field), kind.keys_sorted)
+    if pa.types.is_fixed_size_list(kind):
+        return pa.list_(_written_field(kind.value_field), kind.list_size)
+    for test, make in _LISTS:
+        if test(kind):
+            return make(_written_field(kind.value_field))
+    return kind
+
+
+def _written_field(field: pa.Field) -> pa.Field:
+    return pa.field(field.name, _written_type(field.type), nullable=field.nullable)
+
+
+_LISTS = (
+    (pa.types.is_list, pa.list_),
+    (pa.types.is_large_list, pa.large_list),
+    (pa.types.is_list_view, pa.list_),
+    (pa.types.is_large_list_view, pa.large_list),
+)
+
+
+@lru_cache(maxsize=256)
+def _read_back(kind: pa.DataType) -> pa.DataType | str:
+    """The type pyarrow reads back for a Parquet column written as ``kind``, or why it cannot write it."""
+    sink = pa.BufferOutputStream()
+    try:
+        pq.write_table(pa.table({"c": pa.array([], type=kind)}), sink)
+        return pq.read_schema(pa.BufferReader(sink.getvalue())).field("c").type
+    except (pa.ArrowException, ValueError, TypeError) as exc:
+        return describe_exception(exc)
+
+
+def _declared_rows(metadata: Any, shard: str) -> int:
+    """The rows the footer declares; its row groups must add up to them."""
+    rows = int(metadata.num_rows)
+    groups = sum(int(metadata.row_group(i).num_rows) for i in range(metadata.num_row_groups))
+    if groups != rows:
+        raise FormatError(
+            f"shard {shard}: the Parquet footer declares {rows} rows but its row groups hold {groups}: "
+            "the file is damaged"
+        )
+    return rows
+
+
 class ParquetFormat(Format):
     """Parquet files through ``pyarrow.parquet``.
 
     Options: ``compression`` (none, snappy, gzip, brotli, zstd, lz4), ``compression_level``,
     ``row_group_size`` (rows per row group; a group is cut early once ~256 MiB are buffered),
-    ``use_dictionary`` and ``write_statistics``. Every Arrow type Parquet stores is supported.
+    ``use_dictionary`` and ``write_statistics``. Pages are written with CRCs, which readers check.
+    :meth:`stored_type` says what each Arrow type becomes (``timestamp[s]`` is stored as ``timestamp[ms]``).
     """
 
     name: ClassVar[str] = "parquet"
@@ -75,22 +155,22 @@ class ParquetFormat(Format):
             "write_statistics": self.write_statistics,
         }
 
-    def unsupported(self, schema: pa.Schema) -> list[str]:
-        """Fields whose type pyarrow cannot write to Parquet (found by writing an empty column)."""
-        reasons = []
-        for field in schema:
-            try:
-                pq.write_table(pa.table({field.name: pa.array([], type=field.type)}), pa.BufferOutputStream())
-            except (pa.ArrowException, ValueError, TypeError) as exc:
-                reasons.append(
-                    f'field "{field.name}": type {field.type} cannot be stored in Parquet '
-                    f"({describe_exception(exc)})"
-                )
-        return reasons
+    def stored_type(self, type_: pa.DataType) -> pa.DataType:
+        """What pyarrow's Parquet writer and reader make of ``type_`` (see ``_written_type``), checked by
+        writing an empty column and reading its schema back: a type that does not come back as dsm
+        expects is refused rather than stored differently."""
+        written = _written_type(type_)
+        back = _read_back(written)
+        if isinstance(back, str):
+            raise SchemaError(f"type {type_} cannot be stored in Parquet ({back})")
+        if not back.equals(written):
+            raise SchemaError(f"type {type_} is read back from Parquet as {back}, not as {written}")
+        return back
 
     def _open(self, file: IO[bytes], shard: str) -> pq.ParquetFile:
         try:
-            return pq.ParquetFile(file)
+            # Page CRCs are checked where the writer stored them (dsm's writer does).
+            return pq.ParquetFile(file, page_checksum_verification=True)
         except pa.ArrowException as exc:
             raise _unreadable(shard, exc) from None
         except OSError as exc:
@@ -108,7 +188,7 @@ class ParquetFormat(Format):
 
     def count_rows(self, file: IO[bytes], *, shard: str, schema: pa.Schema | None = None) -> int:
         """Rows from the footer metadata, without decoding any page."""
-        return int(self._open(file, shard).metadata.num_rows)
+        return _declared_rows(self._open(file, shard).metadata, shard)
 
     def iter_batches(
         self,
@@ -170,24 +250,41 @@ class ParquetFormat(Format):
             raise SchemaError(
                 f"shard {shard}: field {names} is not in the file (it has: {', '.join(stored.names)})"
             )
+        metadata = parquet_file.metadata
+        whole = row_groups is None
         if row_groups is None:
             # One row group at a time: pyarrow's reader over a whole file holds ~100 MB more of a 128 MB
             # shard than the same rows read group by group (and is slower).
-            row_groups = list(range(parquet_file.metadata.num_row_groups))
+            row_groups = list(range(metadata.num_row_groups))
+        total = 0
         for group in row_groups:
             batches = parquet_file.iter_batches(
                 batch_size=batch_rows, row_groups=[group], columns=list(target.names), use_threads=True
             )
+            rows = 0
             while True:
                 try:
                     batch = next(batches)
                 except StopIteration:
                     break
                 except pa.ArrowException as exc:
-                    raise _unreadable(shard, exc) from None
+                    raise FormatError(
+                        f"shard {shard} row group {group}: not readable ({describe_exception(exc)})"
+                    ) from None
+                check_utf8(batch, f"shard {shard} row group {group}")
+                rows += batch.num_rows
                 yield conform_batch(batch, target, shard=shard)
+            declared = int(metadata.row_group(group).num_rows)
+            if rows != declared and target.names:
+                raise FormatError(
+                    f"shard {shard} row group {group}: {rows} rows decoded, its footer declares {declared}: "
+                    "the file is damaged"
+                )
+            total += rows
+        if whole and target.names and total != _declared_rows(metadata, shard):
+            raise FormatError(f"shard {shard}: {total} rows decoded, the footer declares {metadata.num_rows}")
 
-    def open_writer(self, file: IO[bytes], schema: pa.Schema) -> FormatWriter:
+    def _open_writer(self, file: IO[bytes], schema: pa.Schema) -> FormatWriter:
         return _ParquetWriter(file, schema, self)
 
     def index_shard(self, file: IO[bytes], *, shard: str, schema: pa.Schema | None = None) -> ShardIndex:
@@ -218,13 +315,15 @@ class _ParquetWriter(FormatWriter):
         self._pending_rows = 0
         self._pending_bytes = 0
         self._closed = False
+        self._sink = PositionTrackingSink(file)
         self._writer = pq.ParquetWriter(
-            PositionTrackingSink(file),
+            self._sink,
             schema,
             compression=fmt.compression,
             compression_level=fmt.compression_level,
             use_dictionary=fmt.use_dictionary,
             write_statistics=fmt.write_statistics,
+            write_page_checksum=True,
         )
 
     def write_batch(self, batch: pa.RecordBatch) -> None:

@@ -15,6 +15,7 @@ import io
 import posixpath
 import tarfile
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import IO, Any, ClassVar
 
 import numpy as np
@@ -24,10 +25,13 @@ from dsm.errors import FormatError, SchemaError
 from dsm.formats._common import (
     PositionTrackingSink,
     check_batch_schema,
+    check_stream_codec,
     is_string_like,
+    open_input_stream,
+    open_output_stream,
     project_schema,
 )
-from dsm.formats.base import DEFAULT_BATCH_ROWS, Format, FormatWriter
+from dsm.formats.base import DEFAULT_BATCH_ROWS, Format, FormatWriter, Storage
 from dsm.formats.index import ShardIndex
 
 __all__ = ["KEY_FIELD", "TEXT_EXTENSIONS", "WebDatasetFormat", "split_member"]
@@ -40,6 +44,8 @@ TEXT_EXTENSIONS = frozenset(
 
 _INFER_SAMPLES = 1000
 _BATCH_BYTES = 64 * 1024 * 1024
+_BLOCK = tarfile.BLOCKSIZE
+_WINDOW = 4 * tarfile.RECORDSIZE  # bytes kept behind the read position: tarfile reads one record ahead
 
 _Sample = tuple[str, dict[str, bytes]]
 
@@ -58,53 +64,96 @@ def _is_binary(type_: pa.DataType) -> bool:
     return bool(pa.types.is_binary(type_) or pa.types.is_large_binary(type_))
 
 
+class _TarInput:
+    """The (decompressed) bytes of a tar, read forward, with the last ones kept so that the blocks where
+    tarfile stopped can be looked at again: the end-of-archive marker, or a damaged header."""
+
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+        self.position = 0
+        self._kept = b""
+
+    def read(self, size: int = -1) -> bytes:
+        data = bytes(self._raw.read(size))
+        self.position += len(data)
+        self._kept = (self._kept + data)[-_WINDOW:]
+        return data
+
+    def blocks_at(self, offset: int, size: int) -> bytes | None:
+        """``size`` bytes from ``offset`` of the stream (fewer at its end); None if no longer kept."""
+        start = self.position - len(self._kept)
+        if offset < start:
+            return None
+        while offset + size > self.position:
+            if not self.read(offset + size - self.position):
+                break
+        start = self.position - len(self._kept)
+        return self._kept[offset - start : offset - start + size]
+
+
 class WebDatasetFormat(Format):
-    """WebDataset tar shards (read streaming; written deterministically, GNU tar format).
+    """WebDataset tar shards (read streaming; written deterministically, GNU tar format), optionally
+    compressed as a whole (``.tar.gz`` / ``.tgz`` with ``compression="gzip"``, as the ``webdataset`` library
+    reads them).
 
     Columns: ``__key__`` (string, not null) and one string or binary column per extension. Written
     members have mtime 0, uid/gid 0, empty owner names and mode 0o644, in schema field order per sample;
-    nulls are omitted.
+    nulls are omitted. A read ends at the tar's end-of-archive marker: a damaged header or a file cut
+    short is a FormatError, never fewer samples.
     """
 
     name: ClassVar[str] = "webdataset"
-    extensions: ClassVar[tuple[str, ...]] = (".tar",)
+    extensions: ClassVar[tuple[str, ...]] = (".tar", ".tar.gz", ".tgz")
     self_describing: ClassVar[bool] = False
     index_by_scan: ClassVar[bool] = True
 
-    def options(self) -> dict[str, Any]:
-        return {}
+    def __init__(self, *, compression: str | None = None) -> None:
+        self.compression = check_stream_codec(compression)
 
-    def unsupported(self, schema: pa.Schema) -> list[str]:
-        reasons = []
+    def options(self) -> dict[str, Any]:
+        return {"compression": self.compression}
+
+    def stored_type(self, type_: pa.DataType) -> pa.DataType:
+        if is_string_like(type_) or _is_binary(type_):
+            return type_
+        raise SchemaError(f"type {type_} cannot be stored (webdataset: string or binary)")
+
+    def storage(self, schema: pa.Schema) -> Storage:
+        storage = super().storage(schema)
+        problems = list(storage.problems)
         if schema.get_field_index(KEY_FIELD) < 0 or not is_string_like(schema.field(KEY_FIELD).type):
-            reasons.append(f'field "{KEY_FIELD}": a string field "{KEY_FIELD}" is required (webdataset)')
+            problems.insert(0, f'field "{KEY_FIELD}": a string field "{KEY_FIELD}" is required (webdataset)')
         for field in schema:
-            if field.name == KEY_FIELD:
-                continue
-            if not (is_string_like(field.type) or _is_binary(field.type)):
-                reasons.append(
-                    f'field "{field.name}": type {field.type} cannot be stored (webdataset: string or binary)'
-                )
-            elif (
+            if field.name != KEY_FIELD and (
                 not field.name
                 or field.name != field.name.lower()
                 or "/" in field.name
                 or field.name.startswith(".")
             ):
-                reasons.append(f'field "{field.name}": not usable as a file extension (lowercase, no "/")')
-        return reasons
+                problems.append(f'field "{field.name}": not usable as a file extension (lowercase, no "/")')
+        return replace(storage, problems=tuple(problems))
 
     # ------------------------------------------------------------------------------------------ reading
 
     def _members(self, file: IO[bytes], shard: str) -> Iterator[tuple[str, str, tarfile.TarInfo, Any]]:
         """``(key, extension, member, archive)`` of every file member in file order; the members of one
-        sample must be consecutive, with distinct extensions."""
+        sample must be consecutive, with distinct extensions; the tar must end at its end-of-archive
+        marker."""
         seen: set[str] = set()
         key: str | None = None
         extensions: set[str] = set()
+        stream = _TarInput(open_input_stream(file, self.compression))
+        total = _file_size(file) if self.compression is None else None
+        last = "the start"
         try:
-            with tarfile.open(fileobj=file, mode="r|") as archive:
+            with tarfile.open(fileobj=stream, mode="r|") as archive:  # type: ignore[call-overload]
                 for member in archive:
+                    if total is not None and member.offset_data + member.size > total:
+                        raise FormatError(
+                            f'shard {shard}: member "{member.name}" declares {member.size} bytes but the '
+                            f"file ends {total - member.offset_data} bytes after its header: it is truncated"
+                        )
+                    last = f'member "{member.name}"'
                     if not member.isfile():
                         continue
                     parts = split_member(member.name)
@@ -122,8 +171,9 @@ class WebDatasetFormat(Format):
                         raise FormatError(f'shard {shard}: sample "{key}" has two "{parts[1]}" members')
                     extensions.add(parts[1])
                     yield parts[0], parts[1], member, archive
+                _check_end(stream, archive.offset, last, shard)
         except (tarfile.TarError, EOFError) as exc:
-            raise FormatError(f"shard {shard}: not a readable tar file ({exc})") from None
+            raise FormatError(f"shard {shard}: not a readable tar file ({exc}) after {last}") from None
 
     def _samples(self, file: IO[bytes], shard: str) -> Iterator[_Sample]:
         """Samples in file order, with the bytes of their members."""
@@ -225,7 +275,11 @@ class WebDatasetFormat(Format):
 
     def index_shard(self, file: IO[bytes], *, shard: str, schema: pa.Schema | None = None) -> ShardIndex:
         """One piece per sample, from one pass over the tar headers: where each sample's first header
-        starts, and where the bytes of each member are (for :meth:`value_range`)."""
+        starts, and where the bytes of each member are (for :meth:`value_range`). A compressed tar has no
+        such offsets in the file: it is one piece, read from its start."""
+        if self.compression is not None:
+            file.seek(0)
+            return ShardIndex.of(format=self.name, kind="file", rows=[self.count_rows(file, shard=shard)])
         file.seek(0)
         offsets: list[int] = []
         columns: dict[str, int] = {}
@@ -270,7 +324,20 @@ class WebDatasetFormat(Format):
         columns: Sequence[str] | None = None,
         batch_rows: int = DEFAULT_BATCH_ROWS,
     ) -> Iterator[pa.RecordBatch]:
-        """Only the tar members of samples ``start`` up to ``stop`` are read: one range of the file."""
+        """Only the tar members of samples ``start`` up to ``stop`` are read: one range of the file (of a
+        compressed tar, everything up to them)."""
+        if self.compression is not None:
+            yield from super().read_rows(
+                file,
+                index,
+                shard=shard,
+                start=start,
+                stop=stop,
+                schema=schema,
+                columns=columns,
+                batch_rows=batch_rows,
+            )
+            return
         index.check_range(start, stop, shard=shard)
         if start == stop:
             return
@@ -307,19 +374,46 @@ class WebDatasetFormat(Format):
 
     # ------------------------------------------------------------------------------------------ writing
 
-    def open_writer(self, file: IO[bytes], schema: pa.Schema) -> FormatWriter:
-        reasons = self.unsupported(schema)
-        if reasons:
-            raise SchemaError("; ".join(reasons))
-        return _TarWriter(file, schema)
+    def _open_writer(self, file: IO[bytes], schema: pa.Schema) -> FormatWriter:
+        return _TarWriter(file, schema, self.compression)
+
+
+def _file_size(file: Any) -> int | None:
+    """The size of an uncompressed shard's file, when its handle can say without reading it."""
+    size = getattr(file, "size", None)
+    try:
+        value = size() if callable(size) else size
+    except (OSError, ValueError, TypeError):
+        return None
+    return int(value) if isinstance(value, int) else None
+
+
+def _check_end(stream: _TarInput, offset: int, last: str, shard: str) -> None:
+    """tarfile ends a streamed archive silently at the first block that is not a valid header; the tar
+    really ends only at a zero block (the end-of-archive marker), so anything else is damage."""
+    block = stream.blocks_at(offset, _BLOCK)
+    if block is None:
+        raise FormatError(f"shard {shard}: cannot check the end of the tar after {last}")
+    if not block:
+        raise FormatError(
+            f"shard {shard}: the tar ends after {last} without its end-of-archive marker: it is truncated"
+        )
+    if block != bytes(len(block)):
+        raise FormatError(
+            f"shard {shard}: damaged tar header at byte {offset} (after {last}): the samples from there on "
+            "cannot be read; restore the shard"
+        )
+    if len(block) < _BLOCK:
+        raise FormatError(f"shard {shard}: the tar's end-of-archive marker is cut short: it is truncated")
 
 
 class _TarWriter(FormatWriter):
-    def __init__(self, file: IO[bytes], schema: pa.Schema) -> None:
+    def __init__(self, file: IO[bytes], schema: pa.Schema, compression: str | None) -> None:
         self._schema = schema
-        sink: Any = PositionTrackingSink(file)
+        self._sink = PositionTrackingSink(file)
+        self._out = open_output_stream(self._sink, compression)
         self._archive = tarfile.open(  # noqa: SIM115 (closed by close())
-            fileobj=sink,
+            fileobj=self._out,
             mode="w|",
             format=tarfile.GNU_FORMAT,
             encoding="utf-8",
@@ -368,3 +462,4 @@ class _TarWriter(FormatWriter):
         if not self._closed:
             self._closed = True
             self._archive.close()
+            self._out.close()

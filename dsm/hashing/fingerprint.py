@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
+from dsm.arrow_types import list_view_as_list, placeholders_nulled
 from dsm.errors import SchemaError
 from dsm.hashing.rowdigest import ALGORITHM, G1, G2, P, RowDigest
 
@@ -171,10 +172,15 @@ def _hash_decimals(arr: pa.Array) -> np.ndarray:
 
 
 def _decimal_text(value: decimal.Decimal) -> str:
+    """The normalised text of docs/fingerprint.md, exact for every digit count.
+
+    ``format(value, "f")`` writes the value's own digits without rounding (``Decimal.normalize`` would
+    round to the 28 digits of the default context, so that two 38-digit values shared a text).
+    """
     if value.is_zero():
         return "0"
-    normal = value.normalize()
-    return format(normal, "f") if normal.as_tuple().exponent <= 0 else str(int(normal))  # type: ignore[operator]
+    text = format(value, "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def _segment_sums(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
@@ -223,9 +229,11 @@ def hash_values(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
         return np.concatenate([hash_values(chunk) for chunk in arr.chunks])
     kind = arr.type
     if pa.types.is_dictionary(kind):
-        return hash_values(arr.dictionary_decode())
+        return hash_values(placeholders_nulled(arr).dictionary_decode())
     if isinstance(kind, pa.ExtensionType):
         return hash_values(arr.storage)
+    if pa.types.is_list_view(kind) or pa.types.is_large_list_view(kind):
+        return hash_values(list_view_as_list(arr))
     if len(arr) == 0:
         return np.zeros(0, dtype=_U64)
     if pa.types.is_null(kind):
@@ -259,8 +267,9 @@ def hash_values(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
     elif pa.types.is_decimal(kind):
         out = _hash_decimals(arr)
     elif pa.types.is_map(kind):
-        entries = pa.ListArray.from_arrays(arr.offsets, arr.values)
-        out = _hash_list(entries, ordered=False, tag=_T_MAP)
+        # Entries are the structs {key, value} of the spec, whatever the map's own field names are.
+        pairs = pa.StructArray.from_arrays([arr.values.field(0), arr.values.field(1)], names=["key", "value"])
+        out = _hash_list(pa.ListArray.from_arrays(arr.offsets, pairs), ordered=False, tag=_T_MAP)
     elif pa.types.is_list(kind) or pa.types.is_large_list(kind):
         out = _hash_list(arr, ordered=True, tag=_T_LIST)
     elif pa.types.is_fixed_size_list(kind):

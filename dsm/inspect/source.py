@@ -6,7 +6,8 @@ decodes the row groups (Parquet), record batches (Arrow), blocks of lines (JSONL
 (WebDataset) that hold those rows, found through each shard's row index (:mod:`dsm.inspect.index`). What it
 returns is the plain view model of :mod:`dsm.inspect.view`, with classified fields masked: the raw values of a
 masked field never leave this module. Unmasking is an argument of :func:`open_rows`, audited in the registry
-before the source opens.
+before the source opens. That is also why the module is longer than 600 lines: reads, key lookups, episode
+scans and media all handle unmasked values, and keeping them in one class keeps those values in one place.
 
 >>> rows = open_rows("web-text@prod")  # doctest: +SKIP
 >>> page = rows.read(4_000_000, 10, columns=["id", "text"])  # doctest: +SKIP
@@ -302,10 +303,16 @@ class RowSource:
         pieces = [found[p][0].slice(found[p][1], 1) for p in positions]
         return _concat(pieces, schema), [places[p] for p in positions]
 
-    def _page(self, table: pa.Table, places: list[RowLocation], selection: Mapping[str, Any]) -> RowPage:
+    def _page(
+        self,
+        table: pa.Table,
+        places: list[RowLocation],
+        selection: Mapping[str, Any],
+        episodes_of_rows: bool = True,
+    ) -> RowPage:
         shown = [f for f in self.fields if f.name in table.column_names]
         episodes: tuple[EpisodeSummary, ...] = ()
-        if self.episode_layout is not None and places:
+        if self.episode_layout is not None and places and episodes_of_rows:
             episodes = self.episodes(positions=[p.position for p in places])
         return RowPage(
             dataset=self.ref,
@@ -319,15 +326,21 @@ class RowSource:
             notes=tuple(self.index_cache.notes),
         )
 
-    def read(self, offset: int, count: int, *, columns: Sequence[str] | None = None) -> RowPage:
-        """Rows ``offset`` up to ``offset + count`` (fewer at the end), rendered and masked."""
+    def read(
+        self, offset: int, count: int, *, columns: Sequence[str] | None = None, episodes: bool = True
+    ) -> RowPage:
+        """Rows ``offset`` up to ``offset + count`` (fewer at the end), rendered and masked.
+
+        ``episodes=False`` leaves :attr:`RowPage.episodes` empty: the first summary of a ``rows`` or
+        ``stream`` layout scans the RL columns of the whole dataset, which a viewer paging through rows
+        asks for separately (:meth:`episodes`), in the background."""
         check_count(count)
         if offset < 0:
             raise InputError(f"offset must be at least 0, got {offset}")
         if offset > self.num_rows:
             raise InputError(f"{self.ref}: offset {offset:,} is past the last row ({self.num_rows:,} rows)")
         table, places = self._range(offset, count, self._columns(columns))
-        return self._page(table, places, {"kind": "range", "offset": offset, "count": count})
+        return self._page(table, places, {"kind": "range", "offset": offset, "count": count}, episodes)
 
     def take(
         self,
@@ -335,11 +348,14 @@ class RowSource:
         *,
         columns: Sequence[str] | None = None,
         selection: Mapping[str, Any] | None = None,
+        episodes: bool = True,
     ) -> RowPage:
-        """The rows at ``positions``, in that order, rendered and masked."""
+        """The rows at ``positions``, in that order, rendered and masked (``episodes`` as in
+        :meth:`read`)."""
         check_count(len(positions))
         table, places = self._take(list(positions), self._columns(columns))
-        return self._page(table, places, selection or {"kind": "positions", "positions": list(positions)})
+        chosen = selection or {"kind": "positions", "positions": list(positions)}
+        return self._page(table, places, chosen, episodes)
 
     def sample(self, count: int, *, seed: int = 0, columns: Sequence[str] | None = None) -> RowPage:
         """``count`` rows drawn uniformly from the whole dataset (same ``seed``, same rows), in position

@@ -30,9 +30,10 @@ import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
 from dsm import _testing
+from dsm.arrow_types import take
 from dsm.contract import Contract, Shard
 from dsm.errors import CheckFailed, FormatError, SchemaError
-from dsm.formats import Format, get_format
+from dsm.formats import Format, contract_format, convert_batch
 from dsm.formats._common import describe_exception
 from dsm.formats.arrow import ArrowFormat
 from dsm.hashing.checksum import HashingWriter
@@ -60,7 +61,7 @@ _SPILL_FORMAT = ArrowFormat(compression="lz4")
 
 def source_format(contract: Contract) -> Format:
     """The format instance that reads ``contract``'s shards (its recorded options included)."""
-    return get_format(contract.format, **dict(contract.format_options))
+    return contract_format(contract)
 
 
 @dataclass(kw_only=True)
@@ -77,6 +78,7 @@ class RewriteContext:
     dest: Location
     out_fmt: Format
     schema: pa.Schema
+    """The source's schema: the rows are read with it."""
     plan: RewritePlan
     journal: Journal
     spill: Location | None = None
@@ -84,6 +86,12 @@ class RewriteContext:
     bucket_pieces: Mapping[int, Sequence[tuple[int, int]]] = field(default_factory=dict)
     read_back: bool = False
     """Prove each written file by reading it back (else from the written batches and bytes)."""
+    out_schema: pa.Schema | None = None
+    """What the target format's files hold (``Format.storage``); the source's schema when None."""
+
+    @property
+    def written_schema(self) -> pa.Schema:
+        return self.schema if self.out_schema is None else self.out_schema
 
     @property
     def spill_loc(self) -> Location:
@@ -220,10 +228,10 @@ class _Written:
 def _digested(
     batches: Iterable[pa.RecordBatch], schema: pa.Schema, into: list[RowDigest]
 ) -> Iterator[pa.RecordBatch]:
-    """``batches`` (cast to ``schema`` where they differ), adding each one's row digest to ``into[0]``."""
+    """``batches`` converted exactly into ``schema`` (the types the target stores), adding each one's row
+    digest to ``into[0]``: the digest is of the values the writer is given."""
     for batch in batches:
-        if batch.schema != schema:
-            batch = batch.cast(schema)
+        batch = convert_batch(batch, schema)
         into[0] = into[0] + digest_batch(batch)
         yield batch
 
@@ -241,11 +249,15 @@ def _write_file(
     with dest.atomic_writer(path) as handle:
         sink = HashingWriter(handle)
         writer = fmt.open_writer(sink, schema)  # type: ignore[arg-type]
-        for count, batch in enumerate(read_ahead(_digested(batches, schema, digest))):
-            writer.write_batch(batch)
-            if count == 0:
-                _testing.writing(path)  # a test's worker-death point (dsm._testing)
-        writer.close()
+        try:
+            for count, batch in enumerate(read_ahead(_digested(batches, schema, digest))):
+                writer.write_batch(batch)
+                if count == 0:
+                    _testing.writing(path)  # a test's worker-death point (dsm._testing)
+            writer.close()
+        except BaseException:
+            writer.abort()  # an unfinished writer must not flush into the file when it is collected
+            raise
         sink.flush()
     return _Written(size=sink.size, checksum=sink.checksum, digest=digest[0])
 
@@ -287,7 +299,9 @@ def _describe_output(ctx: RewriteContext, unit: OutputUnit, written: _Written) -
         entry = shard_entry(unit.path, written.size, written.checksum, written.digest)
         return DescribedShard(shard=entry, digest=written.digest)
     pa.default_memory_pool().release_unused()  # hand the writer's freed buffers back before decoding again
-    found = describe_shard(ctx.dest, unit.path, ctx.out_fmt, ctx.schema, batch_rows=ctx.plan.batch_rows)
+    found = describe_shard(
+        ctx.dest, unit.path, ctx.out_fmt, ctx.written_schema, batch_rows=ctx.plan.batch_rows
+    )
     _check_output(ctx, unit, found.digest, "reads back")
     return found
 
@@ -299,7 +313,7 @@ def copy_unit(ctx: RewriteContext, unit: OutputUnit) -> DescribedShard:
         for rng in unit.ranges:
             yield from iter_range(ctx.source_loc, ctx.source_fmt, ctx.schema, rng, ctx.plan.batch_rows)
 
-    written = _write_file(ctx.dest, unit.path, ctx.out_fmt, ctx.schema, batches())
+    written = _write_file(ctx.dest, unit.path, ctx.out_fmt, ctx.written_schema, batches())
     if written.digest.rows != unit.rows:
         raise _short_rows(
             f"output {unit.path}", written.digest.rows, unit.rows, (r.shard for r in unit.ranges)
@@ -310,7 +324,9 @@ def copy_unit(ctx: RewriteContext, unit: OutputUnit) -> DescribedShard:
 
 
 def spill_schema(schema: pa.Schema) -> pa.Schema:
-    return schema.append(pa.field(POSITION_FIELD, pa.uint64(), nullable=False))
+    """The rows as the spill format stores them (``Format.storage``), plus their output position."""
+    stored = _SPILL_FORMAT.storage(schema).schema
+    return stored.append(pa.field(POSITION_FIELD, pa.uint64(), nullable=False))
 
 
 def scatter_unit(ctx: RewriteContext, unit: ScatterUnit) -> dict[str, Any]:
@@ -319,6 +335,7 @@ def scatter_unit(ctx: RewriteContext, unit: ScatterUnit) -> dict[str, Any]:
     permutation = Permutation(plan.total_rows, plan.seed or 0)
     starts = np.asarray(plan.bucket_starts, dtype=np.uint64)
     schema = spill_schema(ctx.schema)
+    stored = schema.remove(schema.get_field_index(POSITION_FIELD))
     path = spill_name(unit.index)
     index: list[int] = []
     offset = unit.offset
@@ -335,8 +352,9 @@ def scatter_unit(ctx: RewriteContext, unit: ScatterUnit) -> dict[str, Any]:
             buckets = np.searchsorted(starts, positions, side="right") - 1
             order = np.argsort(buckets, kind="stable")
             ordered = buckets[order]
+            batch = convert_batch(batch, stored)
             spilled = pa.RecordBatch.from_arrays([*batch.columns, pa.array(positions)], schema=schema)
-            spilled = spilled.take(pa.array(order))
+            spilled = take(spilled, pa.array(order))
             cuts = [0, *(np.flatnonzero(np.diff(ordered)) + 1).tolist(), count]
             for a, b in itertools.pairwise(cuts):
                 writer.write_batch(spilled.slice(a, b - a))
@@ -402,7 +420,7 @@ def _gathered(ctx: RewriteContext, unit: OutputUnit, readers: _SpillReaders) -> 
         order = pc.sort_indices(positions)
         rows = table.drop_columns([POSITION_FIELD])
         del table, positions
-        rows = rows.take(order).combine_chunks()  # one chunk per column: batch bounds as before
+        rows = take(rows, order).combine_chunks()  # one chunk per column: batch bounds as before
         del order
         yield from rows.to_batches(max_chunksize=plan.batch_rows)
         del rows
@@ -413,7 +431,9 @@ def gather_unit(ctx: RewriteContext, unit: OutputUnit) -> DescribedShard:
     """Shuffle pass 2 for one output file: its buckets, each sorted by position, in order."""
     readers = _SpillReaders(ctx)
     try:
-        written = _write_file(ctx.dest, unit.path, ctx.out_fmt, ctx.schema, _gathered(ctx, unit, readers))
+        written = _write_file(
+            ctx.dest, unit.path, ctx.out_fmt, ctx.written_schema, _gathered(ctx, unit, readers)
+        )
     finally:
         readers.close()
     found = _describe_output(ctx, unit, written)

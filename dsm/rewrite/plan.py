@@ -23,7 +23,7 @@ from typing import Any
 
 from dsm.contract import Contract
 from dsm.errors import InputError
-from dsm.formats import DEFAULT_BATCH_ROWS, Format
+from dsm.formats import DEFAULT_BATCH_ROWS, STREAM_SUFFIXES, Format
 from dsm.hashing.fingerprint import ALGORITHM
 from dsm.units import parse_size
 
@@ -52,8 +52,6 @@ ROW_GROUP_BYTES = 32 << 20
 """Decoded bytes per Parquet row group a rewrite writes unless ``row_group_size`` is given."""
 SCATTER_UNIT_BYTES = 512 << 20
 """Stored bytes per shuffle pass-1 unit (Parquet shards larger than this are split by row ranges)."""
-
-_STREAM_SUFFIXES = {"gzip": ".gz", "zstd": ".zst", "bz2": ".bz2", "lz4": ".lz4"}
 
 
 def check_layout(
@@ -117,8 +115,8 @@ def output_name(index: int, count: int, fmt: Format) -> str:
     """
     extension = fmt.extensions[0]
     compression = fmt.options().get("compression")
-    if not fmt.self_describing and isinstance(compression, str) and compression in _STREAM_SUFFIXES:
-        extension += _STREAM_SUFFIXES[compression]
+    if not fmt.self_describing and isinstance(compression, str) and compression in STREAM_SUFFIXES:
+        extension += STREAM_SUFFIXES[compression]
     width = max(5, len(str(count)))
     return f"part-{index:0{width}d}-of-{count:0{width}d}{extension}"
 

@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 
 from dsm._testing import unit_journaled
-from dsm.contract import Contract, DatasetFingerprint, Shard
+from dsm.contract import Contract, DatasetFingerprint, Schema, Shard
 from dsm.engine import Executor, LocalExecutor, NullProgress, Progress, map_units
 from dsm.errors import CheckFailed, DatasetNotFound, InputError, SchemaError
 from dsm.formats import Format
@@ -82,6 +82,14 @@ class PreparedRewrite:
     stale_spill: Location | None = None
     """The ``--spill-dir`` folder an interrupted run of this plan used, when this run uses another one:
     its pass-1 files are deleted (they are this plan's) before this run writes its own."""
+    out_schema: pa.Schema | None = None
+    """What the target format's files hold (``Format.storage`` of ``schema``); ``schema`` when None."""
+
+    @property
+    def contract_schema(self) -> Schema:
+        """The new version's schema: the types its files hold, the source's annotations."""
+        stored = self.schema if self.out_schema is None else self.out_schema
+        return Schema.from_arrow(stored, annotations=self.source.schema)
 
     @property
     def dest_url(self) -> str:
@@ -133,11 +141,15 @@ def prepare_rewrite(
     src_fmt = source_format(source)
     out_fmt = spec.target_format(source)
     schema = source.schema.to_arrow()
-    problems = out_fmt.unsupported(schema)
-    if problems:
+    # What the target's files will hold: the contract records it, exact conversions are noted in lineage.
+    storage = out_fmt.storage(schema)
+    if storage.problems:
         raise SchemaError(
-            f"format {to} cannot hold the schema of {source.ref}: {'; '.join(problems)}; nothing was written"
+            f"format {to} cannot hold the schema of {source.ref}: {'; '.join(storage.problems)}; "
+            "nothing was written"
         )
+    if storage.changes:
+        parameters["stored_types"] = storage.retyped()
     expected = source.fingerprint
     if expected is None or expected.algorithm != ALGORITHM:
         raise InputError(
@@ -173,6 +185,7 @@ def prepare_rewrite(
     # How the output was proven; recorded in the lineage, not in the plan (it changes no output byte).
     parameters["proof"] = PROOF_READ_BACK if read_back else PROOF_WRITTEN
     header, notes = _prepare_destination(dest_loc, plan, overwrite)
+    notes += [f"{change} by {to} (exact: the same values and row fingerprint)" for change in storage.changes]
     spill = spill_root.child(f"dsm-spill-{plan.key[:16]}") if spill_root is not None else None
     before = str(header.get("spill") or "") if header is not None else ""
     stale = None
@@ -194,6 +207,7 @@ def prepare_rewrite(
         notes=tuple(notes),
         spill=spill,
         stale_spill=stale,
+        out_schema=storage.schema,
     )
 
 
@@ -263,6 +277,7 @@ def execute_rewrite(
             dest=job.dest,
             out_fmt=job.out_fmt,
             schema=job.schema,
+            out_schema=job.out_schema,
             plan=plan,
             journal=journal,
             spill=job.spill,

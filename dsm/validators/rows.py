@@ -69,7 +69,26 @@ def check_rows(
         return RowCheck(
             path=shard.path,
             status="corrupt",
-            detail=f"row fingerprint {digest.unordered[:12]}.. expected {shard.fingerprint[:12]}..",
+            detail=f"row fingerprint {digest.unordered[:12]}.. expected {shard.fingerprint[:12]}.."
+            + _decimal_hint(schema),
             digest=digest,
         )
     return RowCheck(path=shard.path, status="ok", digest=digest)
+
+
+def _wide_decimals(kind: pa.DataType) -> bool:
+    if pa.types.is_decimal(kind):
+        return bool(kind.precision > 28)
+    if pa.types.is_dictionary(kind):
+        return _wide_decimals(kind.value_type)
+    return any(_wide_decimals(kind.field(i).type) for i in range(kind.num_fields))
+
+
+def _decimal_hint(schema: pa.Schema) -> str:
+    """Why a fingerprint recorded by dsm 0.1.0 may differ for unchanged bytes (docs/fingerprint.md, §8)."""
+    if not any(_wide_decimals(f.type) for f in schema):
+        return ""
+    return (
+        "; the schema has decimals of more than 28 digits, which dsm 0.1.0 fingerprinted rounded to 28: "
+        "the shard's checksum matched, so its bytes are unchanged; register the data again"
+    )

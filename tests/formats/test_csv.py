@@ -22,6 +22,14 @@ CSV_TYPES = frozenset(
         "decimal128",
         "decimal256",
         "fixed_size_binary",
+        "decimal32",
+        "decimal64",
+        # Held as their values (text has no dictionaries and no views):
+        "dictionary",
+        "dictionary_int8_large_string",
+        "dictionary_of_ints",
+        "dictionary_null_value",
+        "string_view",
     }
 )
 

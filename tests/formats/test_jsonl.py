@@ -13,7 +13,7 @@ from conformance import TYPE_CASES, FormatConformance, assert_same_rows
 from dsm.errors import FormatError
 from dsm.formats.jsonl import JsonlFormat
 
-JSON_TYPES = frozenset(TYPE_CASES) - {"float16", "time64", "duration"}
+JSON_TYPES = frozenset(TYPE_CASES) - {"float16", "time64", "time32_s", "duration"}
 
 
 class TestJsonl(FormatConformance):
