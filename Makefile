@@ -5,14 +5,14 @@ BIN := $(VENV)/bin
 TORCH_CPU ?= torch==2.13.0+cpu
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test lint typecheck unit install bench clean screenshots
+.PHONY: demo test lint typecheck unit install browser bench clean screenshots
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# The CPU build of torch where this machine has one (the CUDA build is several GB; no test uses a GPU).
 	$(BIN)/python -m pip install --quiet --only-binary :all: '$(TORCH_CPU)' || true
-	$(BIN)/python -m pip install --quiet -e '.[test,s3,azure,torch,ray]'
+	$(BIN)/python -m pip install --quiet -e '.[test,s3,azure,torch,ray,web]'
 	rm -f $(VENV)/.installed-*
 	touch $@
 
@@ -24,6 +24,15 @@ $(NODE_STAMP): package.json package-lock.json
 	touch $@
 
 install: $(STAMP) $(NODE_STAMP)
+
+# The web viewer's browser tests drive Debian's Chromium through Playwright (never a browser Playwright
+# downloads): installed here when it is missing and this is root (CI is); elsewhere the tests say what to do.
+CHROMIUM ?= /usr/bin/chromium
+
+browser:
+	@test -x $(CHROMIUM) || { if [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	else echo "note: $(CHROMIUM) is missing; as root: apt-get install chromium (the browser tests need it)"; fi; }
 
 DEMO_REGISTRY := demo-data/registry
 
@@ -46,7 +55,7 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
-unit: install
+unit: install browser
 	$(BIN)/pytest -q
 
 test: lint typecheck unit
@@ -58,6 +67,7 @@ bench: install
 	$(BIN)/python benchmarks/rewrite.py --sizes 0.5,1.0
 	$(BIN)/python benchmarks/cutover.py
 	$(BIN)/python benchmarks/inspect_rows.py
+	$(BIN)/python benchmarks/serve.py
 	$(BIN)/python benchmarks/view.py
 
 # The SVG snapshots of `dsm view` (tests/__snapshots__/) made again, and the three docs/ shows copied from

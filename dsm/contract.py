@@ -1,8 +1,8 @@
 """The dataset contract: a frozen model of the YAML file that is the one source of truth about a version.
 
-Contracts load with YAML's safe loader and validate against ``contract.schema.json`` (``dsm schema``
-prints it); errors name the file, the line and the field path. A contract whose ``dsm:`` format version this
-dsm does not know is refused.
+Contracts load with YAML's safe loader, bounded (:func:`load_yaml`: size, aliases), and validate against
+``contract.schema.json`` (``dsm schema`` prints it); errors name the file, the line and the field path. A
+contract whose ``dsm:`` format version this dsm does not know is refused.
 
 >>> text = "dsm: 1\\nname: t\\nlocation: /d\\nformat: parquet\\nschema: {fields: []}\\nshards: []"
 >>> c = Contract.from_yaml(text)
@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from dsm.errors import ContractError
+from dsm.paths import path_problem
 
 __all__ = [
     "CONTRACT_FORMAT_VERSION",
@@ -33,6 +34,7 @@ __all__ = [
     "Schema",
     "Shard",
     "check_contract_size",
+    "check_shard_paths",
     "contract_json_schema",
     "load_yaml",
 ]
@@ -380,7 +382,8 @@ class Contract:
 
     @classmethod
     def from_yaml(cls, text: str | bytes, *, source: str = "<contract>") -> Contract:
-        """Parse and validate YAML text; errors name ``source``, the line and the field."""
+        """Parse and validate YAML text (bounded: :func:`load_yaml`); errors name ``source``, the line and
+        the field."""
         data = load_yaml(text, source=source)
         if not isinstance(data, dict):
             raise ContractError(f"{source}: a contract is a YAML mapping, got {type(data).__name__}")
@@ -406,7 +409,11 @@ _Loader.yaml_implicit_resolvers = {
 
 
 class _Dumper(yaml.SafeDumper):
-    pass
+    """Writes every value out: a contract dsm writes holds no anchors or aliases (a value shared in memory,
+    such as one metadata mapping in two places, is written twice)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 def _represent_text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
@@ -465,6 +472,18 @@ def _check_semantics(data: Mapping[str, Any], source: str) -> None:
     paths = [s["path"] for s in data["shards"]]
     if len(set(paths)) != len(paths):
         raise ContractError(f"{source}: field shards: a shard path appears twice")
+    check_shard_paths(paths, source)
+
+
+def check_shard_paths(paths: Sequence[str], source: str) -> None:
+    """ContractError naming the first shard path that is not relative to the location or leaves it."""
+    for index, path in enumerate(paths):
+        problem = path_problem(path)
+        if problem is not None:
+            raise ContractError(
+                f"{source}: field shards[{index}].path: {path!r} {problem}; shard paths are relative to the "
+                "location and stay below it"
+            )
 
 
 def _path_text(path: Sequence[str | int]) -> str:

@@ -37,6 +37,7 @@ from typing import Any
 
 import yaml
 
+from dsm.contract import check_contract_size, load_yaml
 from dsm.errors import ContractError, InputError
 from dsm.storage import Location, canonical_url, is_within, protocol_of, public_url, redact
 from dsm.units import parse_duration
@@ -258,12 +259,9 @@ class Policy:
         )
 
     @classmethod
-    def from_yaml(cls, text: str, *, source: str = "<policy>") -> Policy:
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ContractError(f"{source}: not valid YAML: {exc}") from None
-        return cls.from_dict(data, source=source)
+    def from_yaml(cls, text: str | bytes, *, source: str = "<policy>") -> Policy:
+        """Parse (bounded: :func:`dsm.contract.load_yaml`) and validate a policy; errors name ``source``."""
+        return cls.from_dict(load_yaml(text, source=source), source=source)
 
     # --- judging ---------------------------------------------------------------------------------------
 
@@ -342,5 +340,6 @@ def read_policy(registry_location: Location) -> Policy | None:
     if not registry_location.exists(POLICY_FILE):
         return None
     source = redact(registry_location.url_of(POLICY_FILE))
-    text = registry_location.read_bytes(POLICY_FILE).decode("utf-8")
-    return Policy.from_yaml(text, source=source)
+    check_contract_size(registry_location.size(POLICY_FILE), source)
+    raw = registry_location.read_bytes(POLICY_FILE)
+    return Policy.from_yaml(raw, source=source)

@@ -27,21 +27,30 @@ import os
 import re
 import socket
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import yaml
 
-from dsm.contract import Contract, check_contract_size, load_yaml
+from dsm.contract import Contract, check_contract_size, check_shard_paths, load_yaml
 from dsm.errors import ConflictError, ContractError, DatasetNotFound, InputError
-from dsm.storage import Location, compare_and_swap, location, redact
+from dsm.storage import (
+    Location,
+    canonical_location,
+    claimed_location,
+    compare_and_swap,
+    location,
+    overlaps,
+    redact,
+)
 from dsm.units import utc_now_text
 
 __all__ = [
     "AliasMove",
     "AuditRecord",
+    "Catalog",
     "Registry",
     "VersionStatus",
     "default_registry_url",
@@ -217,6 +226,10 @@ class Registry:
                 raise DatasetNotFound(f"no dataset named {name!r} in registry {redact(self.url)}")
         return list(names) or known
 
+    def catalog(self, storage_options: Mapping[str, Any] | None = None) -> Catalog:
+        """Every version of every dataset, read once (:class:`Catalog`)."""
+        return Catalog.read(self, storage_options)
+
     def versions(self, name: str) -> list[int]:
         found = []
         for info in self.location.child(f"{name}/versions").list_files(recursive=False):
@@ -242,8 +255,10 @@ class Registry:
         return contract.evolve(status=status.status) if status is not None else contract
 
     def resolve(self, ref: str | Contract) -> Contract:
-        """The contract a reference names. Accepts a :class:`Contract` as it is."""
+        """The contract a reference names. Accepts a :class:`Contract` as it is (its shard paths checked:
+        one made in Python was never validated)."""
         if isinstance(ref, Contract):
+            check_shard_paths([s.path for s in ref.shards], ref.ref)
             return ref
         ref = str(ref)
         if _looks_like_path(ref):
@@ -280,6 +295,9 @@ class Registry:
             raise InputError(
                 f"{contract.name!r} is not a valid dataset name (letters, digits, '.', '_', '-')"
             )
+        # Validated as a reader will load it (shard paths below the location, ...): never publish what
+        # would not load back.
+        Contract.from_dict(contract.to_dict(), source=f"the contract of {contract.name} to publish")
         created = contract.created or utc_now_text()
         version = (self.versions(contract.name) or [0])[-1] + 1
         for _ in range(_PUBLISH_ATTEMPTS):
@@ -430,6 +448,101 @@ class Registry:
         return {str(k): int(v) for k, v in data.items()}, raw
 
 
+@dataclass(kw_only=True)
+class Catalog:
+    """Every version of every dataset in a registry, read once, and where each one's files are.
+
+    What decides that something is safe to delete or to write compares canonical locations
+    (:func:`dsm.storage.canonical_location`) against every version here, never location strings: a
+    dataset registered from a parent folder, through a symlink or under another spelling of the URL
+    lists the same files.
+    """
+
+    registry: Registry
+    storage_options: Mapping[str, Any] | None = None
+    contracts: dict[tuple[str, int], Contract] = field(default_factory=dict)
+    statuses: dict[str, dict[int, VersionStatus]] = field(default_factory=dict)
+    aliases: dict[str, dict[str, int]] = field(default_factory=dict)
+    _locations: dict[str, Location] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def read(cls, reg: Registry, storage_options: Mapping[str, Any] | None = None) -> Catalog:
+        """Every contract, status and alias of ``reg``. A contract that does not load is an error:
+        nothing may be judged unused while a version cannot be read."""
+        out = cls(registry=reg, storage_options=storage_options)
+        for name in reg.names():
+            out.statuses[name] = reg.statuses(name)
+            out.aliases[name] = reg.aliases(name)
+            for version in reg.versions(name):
+                out.contracts[(name, version)] = reg.get(name, version)
+        return out
+
+    def location_of(self, contract: Contract) -> Location:
+        if contract.location not in self._locations:
+            self._locations[contract.location] = location(contract.location, self.storage_options)
+        return self._locations[contract.location]
+
+    def files_of(self, contract: Contract) -> dict[str, str]:
+        """``{canonical value: shard path}`` of every file ``contract`` lists."""
+        loc = self.location_of(contract)
+        return {canonical_location(loc, s.path): s.path for s in contract.shards}
+
+    def listed_files(self, *, exclude: Collection[tuple[str, int]] = ()) -> dict[str, list[str]]:
+        """``{canonical value: refs}``: every file that a version not in ``exclude`` lists."""
+        listed: dict[str, list[str]] = {}
+        for key, contract in sorted(self.contracts.items()):
+            if key in exclude:
+                continue
+            for canonical in self.files_of(contract):
+                listed.setdefault(canonical, []).append(contract.ref)
+        return listed
+
+    def claimed(self, contract: Contract) -> str:
+        """The canonical place a version holds (:func:`dsm.storage.claimed_location`)."""
+        pattern = contract.metadata.get("source_glob")
+        paths = [s.path for s in contract.shards]
+        return claimed_location(self.location_of(contract), paths, str(pattern) if pattern else None)
+
+    def claims(self, url: str) -> list[Contract]:
+        """Versions whose place overlaps ``url`` (``url`` is inside it, around it, or the same place,
+        compared canonically), except retired versions none of whose files is still there."""
+        target = canonical_location(location(url, self.storage_options))
+        found = []
+        for (name, version), contract in sorted(self.contracts.items()):
+            if not overlaps(target, self.claimed(contract)):
+                continue
+            status = self.statuses.get(name, {}).get(version)
+            if status is not None and status.status == "retired" and not self._any_file_left(contract):
+                continue  # its data was deleted: nothing of it can be overwritten
+            found.append(contract)
+        return found
+
+    def _any_file_left(self, contract: Contract) -> bool:
+        loc = self.location_of(contract)
+        present = {f.path for f in loc.list_files()}
+        return any(s.path in present for s in contract.shards)
+
+    def refuse_destination(self, url: str, *, doing: str) -> None:
+        """InputError (exit 2) when ``url`` overlaps a registered version's place or the registry
+        itself: data written there could overwrite, or mix with, files a version lists."""
+        target = canonical_location(location(url, self.storage_options))
+        if overlaps(target, canonical_location(self.registry.location)):
+            raise InputError(
+                f"{doing}: the destination {redact(url)} overlaps the registry "
+                f"({redact(self.registry.url)}); choose a folder of its own; nothing was written"
+            )
+        claims = self.claims(url)
+        if claims:
+            shown = ", ".join(f"{c.ref} ({redact(c.location)})" for c in claims[:3])
+            more = f" and {len(claims) - 3} more" if len(claims) > 3 else ""
+            raise InputError(
+                f"{doing}: the destination {redact(url)} overlaps the location of {shown}{more}: a "
+                "destination may not be a registered dataset's folder, inside one, around one, or a "
+                "link to one (its files could be overwritten or mixed with the new ones); choose a "
+                "folder of its own; nothing was written"
+            )
+
+
 def _looks_like_path(ref: str) -> bool:
     return ref.endswith((".yaml", ".yml")) or "/" in ref or os.sep in ref
 
@@ -464,5 +577,6 @@ def resolve(
     'd'
     """
     if isinstance(ref, Contract):
+        check_shard_paths([s.path for s in ref.shards], ref.ref)
         return ref
     return open_registry(registry, storage_options).resolve(ref)

@@ -11,6 +11,8 @@ describe it, the rewrite to copy it, ``dsm bench`` to time it and ``dsm.open`` t
   be trusted.
 - :func:`describe_shard` does both, for the contract entry of a shard (``register``, the rewrites), and
   :func:`dataset_fingerprint` combines the shards' digests.
+- :func:`dataset_files` says which files of a listing are a dataset's shards and which are not data
+  (``_SUCCESS``, ``*.crc``, ``README.md``, dsm's own journal): ``register`` and ``verify`` ask it alike.
 
 >>> dataset_fingerprint([]).rows
 0
@@ -19,6 +21,8 @@ describe it, the rewrite to copy it, ``dsm bench`` to time it and ``dsm.open`` t
 from __future__ import annotations
 
 import contextlib
+import fnmatch
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
@@ -27,18 +31,21 @@ import pyarrow as pa
 
 from dsm.contract import DatasetFingerprint, Shard
 from dsm.errors import DsmError, FormatError, SchemaError
-from dsm.formats import DEFAULT_BATCH_ROWS, Format
+from dsm.formats import DEFAULT_BATCH_ROWS, Format, detect_format
 from dsm.hashing.checksum import DEFAULT_ALGORITHM, file_checksums
 from dsm.hashing.fingerprint import digest_batch
 from dsm.hashing.rowdigest import ALGORITHM, RowDigest
-from dsm.storage import Location, public_url, redact, storage_errors
+from dsm.storage import FileInfo, Location, public_url, redact, storage_errors
 from dsm.storage.stores import server_checksum
 
 __all__ = [
+    "DatasetFiles",
     "DescribedShard",
+    "IgnoredFile",
     "MeasuredObject",
     "ShardDigest",
     "contract_location",
+    "dataset_files",
     "dataset_fingerprint",
     "describe_shard",
     "digest_shard",
@@ -46,9 +53,11 @@ __all__ = [
     "iter_open_shard",
     "iter_shard",
     "measure_object",
+    "not_data",
     "open_shard",
     "shard_entry",
     "shard_schema",
+    "takes_unnamed",
 ]
 
 
@@ -288,3 +297,104 @@ def contract_location(loc: Location) -> str:
         return loc.root
     # Credentials are dropped (not masked), so the location stays usable with the user's own credentials.
     return redact(public_url(loc.url.rstrip("/")))
+
+
+def takes_unnamed(paths: Iterable[str], format: str) -> bool:
+    """Whether a dataset of ``format`` whose shards are ``paths`` takes files no format claims by name: at
+    register, when none of the files has the format's own name; at verify, when a listed shard has none."""
+    kinds = [detect_format(p) for p in paths]
+    return bool(kinds) and format not in kinds
+
+
+# --- which files are a dataset's -----------------------------------------------------------------
+
+
+_DOC_NAMES = ("readme", "license", "licence", "notice", "copying", "changelog", "authors")
+_HIVE_PART = re.compile(r"^[^=]+=[^=]*$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class IgnoredFile:
+    """A file at a dataset's location that is not data, and why."""
+
+    path: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": self.path, "reason": self.reason}
+
+
+@dataclass(frozen=True, kw_only=True)
+class DatasetFiles:
+    """A listing split: ``shards`` (files of the dataset's format, in path order), ``ignored`` (files that
+    are not data, with the reason), and ``partitions`` (Hive-style ``key=value`` folders the shards lie in,
+    by key, with the values seen)."""
+
+    shards: tuple[FileInfo, ...]
+    ignored: tuple[IgnoredFile, ...]
+    partitions: dict[str, tuple[str, ...]]
+
+
+def not_data(path: str) -> str | None:
+    """Why the file at ``path`` (relative to a dataset's location) is not data by its name alone, or None.
+
+    Hidden files and folders (``.name``) and names starting with ``_`` (``_SUCCESS``, ``_metadata``,
+    ``_delta_log/``, dsm's ``_dsm_rewrite*``) are tool metadata; ``*.crc`` are checksum sidecars; ``*.md``,
+    ``README``, ``LICENSE``, ``NOTICE``... are documentation; ``*.lock`` are lock files.
+
+    >>> not_data("_SUCCESS"), not_data("part-0.parquet")
+    ("a name starting with '_' (a tool's metadata, such as _SUCCESS or dsm's journal)", None)
+    """
+    parts = path.split("/")
+    if any(p.startswith(".") for p in parts):
+        return "hidden (a name starting with '.')"
+    if any(p.startswith("_") for p in parts):
+        return "a name starting with '_' (a tool's metadata, such as _SUCCESS or dsm's journal)"
+    base = parts[-1].lower()
+    if base.endswith(".crc"):
+        return "a checksum sidecar (.crc)"
+    if base.endswith(".md") or base.split(".", 1)[0] in _DOC_NAMES:
+        return "documentation"
+    if base.endswith(".lock"):
+        return "a lock file"
+    return None
+
+
+def dataset_files(
+    files: Iterable[FileInfo], *, format: str, pattern: str | None = None, unnamed: bool = False
+) -> DatasetFiles:
+    """Split a location's listing into the shards of a ``format`` dataset and the files that are not data.
+
+    A file is a shard when its name is not :func:`not_data`, it matches ``pattern`` (a glob relative to the
+    location, when the dataset was registered from one; files outside it are none of the dataset's and are
+    not listed), and its name is one of ``format``'s (``.parquet``, ``.jsonl.gz``...), or, with
+    ``unnamed``, a name no format claims (a dataset whose shards do not carry their format's extension:
+    :func:`takes_unnamed`). A file of another known format is ignored, and listed so, as is one no format
+    claims without ``unnamed``.
+    """
+    shards: list[FileInfo] = []
+    ignored: list[IgnoredFile] = []
+    partitions: dict[str, set[str]] = {}
+    for info in sorted(files, key=lambda f: f.path):
+        if pattern and not fnmatch.fnmatchcase(info.path, pattern):
+            continue
+        reason = not_data(info.path)
+        if reason is None:
+            kind = detect_format(info.path)
+            if kind is not None and kind != format:
+                reason = f"a {kind} file, not {format}"
+            elif kind is None and not unnamed:
+                reason = f"not a {format} file by its name"
+        if reason is not None:
+            ignored.append(IgnoredFile(path=info.path, reason=reason))
+            continue
+        shards.append(info)
+        for part in info.path.split("/")[:-1]:
+            if _HIVE_PART.match(part):
+                key, _, value = part.partition("=")
+                partitions.setdefault(key, set()).add(value)
+    return DatasetFiles(
+        shards=tuple(shards),
+        ignored=tuple(ignored),
+        partitions={k: tuple(sorted(v)) for k, v in sorted(partitions.items())},
+    )

@@ -23,6 +23,7 @@ from typing import Any
 from dsm.errors import InputError
 
 __all__ = [
+    "MAX_WORKERS",
     "format_bytes",
     "format_count",
     "format_duration",
@@ -30,6 +31,7 @@ __all__ = [
     "format_rate",
     "format_seconds",
     "format_si",
+    "format_time",
     "parse_duration",
     "parse_number",
     "parse_rate",
@@ -138,8 +140,14 @@ def parse_whole(value: Any, what: str, *, minimum: int) -> int:
     return number
 
 
+MAX_WORKERS = 4096
+"""The most workers (threads or processes) one dsm process starts: a count beyond it is refused before
+anything starts (it would exhaust the machine before measuring or doing anything)."""
+
+
 def parse_workers(value: int | str | Sequence[int]) -> tuple[int, ...]:
-    """Worker counts from ``4``, ``"1,2,4,8"`` or ``[1, 2, 4]``: sorted, without duplicates, each >= 1.
+    """Worker counts from ``4``, ``"1,2,4,8"`` or ``[1, 2, 4]``: sorted, without duplicates, each in
+    1..:data:`MAX_WORKERS`.
 
     >>> parse_workers("4,1,2")
     (1, 2, 4)
@@ -150,8 +158,10 @@ def parse_workers(value: int | str | Sequence[int]) -> tuple[int, ...]:
         items: list[Any] = [value]
     elif isinstance(value, str):
         items = [part.strip() for part in value.split(",") if part.strip()]
-    else:
+    elif isinstance(value, Sequence):
         items = list(value)
+    else:
+        raise InputError(f"workers: expected a count or a list such as 1,2,4; got {value!r}")
     counts = []
     for item in items:
         try:
@@ -162,10 +172,17 @@ def parse_workers(value: int | str | Sequence[int]) -> tuple[int, ...]:
             ) from None
         if count < 1 or str(count) != str(item).strip():
             raise InputError(f"workers: {item!r} must be a whole number of at least 1")
+        if count > MAX_WORKERS:
+            raise InputError(f"workers: {count:,} is more than {MAX_WORKERS:,} (the most one process starts)")
         counts.append(count)
     if not counts:
         raise InputError("workers: give at least one worker count, e.g. 4 or 1,2,4,8")
     return tuple(sorted(set(counts)))
+
+
+def format_time(moment: datetime) -> str:
+    """``2026-11-30T10:00:00.123Z``: the timestamps of journal records and leases (UTC, milliseconds)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
 def utc_now_text() -> str:

@@ -12,13 +12,16 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from dsm.demo import make_sample_table
+
+if TYPE_CHECKING:
+    from .web_data import WebRegistry
 
 
 @dataclass
@@ -87,3 +90,11 @@ def write_parquet_shards(
                 pq.write_table(piece, handle)
         urls.append(path)
     return urls
+
+
+@pytest.fixture(scope="session")
+def web(tmp_path_factory: pytest.TempPathFactory) -> WebRegistry:
+    """The web viewer's registry (tests/web_data.py), built once for its TestClient and browser tests."""
+    from .web_data import build_web_registry
+
+    return build_web_registry(tmp_path_factory.mktemp("web"))

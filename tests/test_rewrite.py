@@ -129,9 +129,9 @@ def test_convert_records_shards_like_register(
     again = dsm.register(str(tmp_path / "out"), name="copy", registry=registry_url)
     assert [s.to_dict() for s in again.shards] == [s.to_dict() for s in result.contract.shards]
     assert result.contract.format_options["compression"] == "snappy"
+    # the journal is gone once published: the folder holds the data files alone
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
-        JOURNAL_FILE,
-        *[f"part-{k:05d}-of-00004.parquet" for k in range(4)],
+        f"part-{k:05d}-of-00004.parquet" for k in range(4)
     ]
 
 
@@ -398,8 +398,8 @@ def test_destination_that_holds_other_files_is_refused(
     result = reshard("web", str(dest), num_shards=2, overwrite=True, registry=registry_url)
     assert (dest / "notes.txt").read_text() == "mine"
     assert any("notes.txt" in note for note in result.notes)
-    # another plan into a published destination: refused even with overwrite
-    with pytest.raises(InputError, match=r"web@2, a published dataset version"):
+    # another plan into a published destination: refused even with overwrite (it is a registered location)
+    with pytest.raises(InputError, match=r"overlaps the location of web@2"):
         reshard("web@1", str(dest), num_shards=3, overwrite=True, registry=registry_url)
     with pytest.raises(InputError, match=r"overlaps the location"):
         reshard("web@1", str(tmp_path / "store" / "source" / "sub"), num_shards=3, registry=registry_url)
@@ -429,8 +429,9 @@ def test_resume_keeps_checked_files_and_redoes_the_rest(
     out.mkdir()
     (out / JOURNAL_DIR).mkdir()
     key = reference.contract.metadata["rewrite_plan"]
-    header = json.loads((tmp_path / "ref" / JOURNAL_FILE).read_text())
-    (out / JOURNAL_FILE).write_text(json.dumps({**header, "plan": key, "published": None}))
+    outputs = [s.path for s in reference.contract.shards]
+    header = {"operation": "reshard", "source": "web@1", "outputs": outputs, "published": None, "plan": key}
+    (out / JOURNAL_FILE).write_text(json.dumps(header))
     for shard in reference.contract.shards[:2]:
         (out / shard.path).write_bytes((tmp_path / "ref" / shard.path).read_bytes())
         record = {"plan": key, "index": int(shard.path[5:10]), **shard.to_dict()}
@@ -451,7 +452,8 @@ def test_layout_and_sizes() -> None:
     assert layout(10, num_shards=4) == [(0, 2), (2, 3), (5, 2), (7, 3)]
     assert layout(10, rows_per_shard=4) == [(0, 4), (4, 4), (8, 2)]
     assert layout(0, rows_per_shard=4) == [(0, 0)]
-    assert layout(2, num_shards=3) == [(0, 0), (0, 1), (1, 1)]
+    with pytest.raises(InputError, match="1 of the files would be empty"):
+        layout(2, num_shards=3)  # more files than rows: never a plan
     assert parse_size("256MB") == 256_000_000
     assert parse_size("1GiB") == 1 << 30
     assert parse_size("1.5k") == 1500

@@ -23,9 +23,11 @@ def _convert_format() -> object:
 def test_s3_to_azure_and_back_keeps_the_fingerprint(
     s3_storage: StorageRoot, azure_storage: StorageRoot, sample_table: pa.Table, registry_url: str
 ) -> None:
-    write_parquet_shards(s3_storage, sample_table.slice(0, 900), 3)
+    # the source in a folder of its own: "back" beside it, never inside a registered location
+    v1 = StorageRoot(kind="s3", url=s3_storage.join("v1"), options=s3_storage.options)
+    write_parquet_shards(v1, sample_table.slice(0, 900), 3)
     options = {"s3": s3_storage.options, "az": azure_storage.options}  # one mapping, keyed by protocol
-    source = dsm.register(s3_storage.url, name="moved", registry=registry_url, storage_options=options)
+    source = dsm.register(v1.url, name="moved", registry=registry_url, storage_options=options)
     assert source.fingerprint is not None
 
     to_azure = dsm.convert_format(

@@ -203,7 +203,11 @@ class _Worker:
         self.shared = shared
         self.fs = spec.loc.fs
         self.paths = [spec.loc.path(s.path) for s in spec.shards]
-        self.buffer = bytearray(spec.block_size) if spec.mode == "bytes" else bytearray(0)
+        # No request returns more than the largest file: a --block-size beyond it allocates no more.
+        largest = max((s.bytes for s in spec.shards), default=0)
+        self.buffer = (
+            bytearray(max(1, min(spec.block_size, largest))) if spec.mode == "bytes" else bytearray()
+        )
         capacity = _INITIAL_CAPACITY
         if spec.duration_ns is None and spec.mode == "bytes":
             blocks = sum(-(-max(s.bytes, 1) // spec.block_size) for s in spec.shards)

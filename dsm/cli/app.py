@@ -20,6 +20,7 @@ from dsm.cli import (
     policy,
     register,
     rewrite,
+    serve,
     storage_check,
     verify,
     view,
@@ -50,6 +51,7 @@ for _module in (
     footprint,
     lifecycle,
     policy,
+    serve,
     view,
 ):
     _module.add_to(app)

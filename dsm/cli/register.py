@@ -107,6 +107,13 @@ def register(
     ran = engine_line(executor.report())
     if ran:
         console.print(f"  {ran}")
+    ignored = contract.metadata.get("ignored_files") or []
+    if ignored:
+        count = int(contract.metadata.get("ignored_count") or len(ignored))
+        shown = ", ".join(str(f["path"]) for f in ignored[:3]) + (
+            f" (and {count - 3} more)" if count > 3 else ""
+        )
+        console.print(f"  ignored {count} file(s) that are not data: {shown}", markup=False, highlight=False)
     if scan_pii:
         _render_pii_scan(contract.metadata.get("pii_scan") or {})
     if write_roles:

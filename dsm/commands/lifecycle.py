@@ -26,22 +26,21 @@ version then records ``retired`` with the reason ``data deleted by gc RUN``.
 from __future__ import annotations
 
 import json
-import posixpath
 import re
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from dsm.commands.cutover.journal import current_owner
 from dsm.commands.cutover.state import format_time, parse_time
 from dsm.contract import Contract
 from dsm.errors import ConflictError, ContractError, InputError
 from dsm.policy import classified_fields, read_policy
 from dsm.registry import Registry, VersionStatus, open_registry, parse_reference
 from dsm.rewrite.journal import JOURNAL_FILE, Journal
-from dsm.storage import Location, canonical_location, location, redact
+from dsm.storage import Location, canonical_location, redact
+from dsm.storage.lease import current_owner
 from dsm.units import parse_duration
 
 __all__ = [
@@ -343,35 +342,6 @@ def deletion_records(
     return [d for _, _, d in sorted(found, key=lambda t: (t[0], t[1]))]
 
 
-@dataclass(kw_only=True)
-class _Catalog:
-    """Every version of every dataset in the registry, read once."""
-
-    contracts: dict[tuple[str, int], Contract] = field(default_factory=dict)
-    statuses: dict[str, dict[int, VersionStatus]] = field(default_factory=dict)
-    aliases: dict[str, dict[str, int]] = field(default_factory=dict)
-
-    @classmethod
-    def read(cls, reg: Registry) -> _Catalog:
-        out = cls()
-        for name in reg.names():
-            out.statuses[name] = reg.statuses(name)
-            out.aliases[name] = reg.aliases(name)
-            for version in reg.versions(name):
-                out.contracts[(name, version)] = reg.get(name, version)
-        return out
-
-
-def _inside(path: str) -> bool:
-    normal = posixpath.normpath(path)
-    return not (path.startswith("/") or normal == ".." or normal.startswith("../"))
-
-
-def _files_of(contract: Contract, loc: Location) -> dict[str, str]:
-    """``{canonical: shard path}`` of a version's shards that lie inside its location."""
-    return {canonical_location(loc, s.path): s.path for s in contract.shards if _inside(s.path)}
-
-
 def _new_run() -> str:
     return _utcnow().strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
 
@@ -441,7 +411,7 @@ def gc(
     reg = open_registry(registry, storage_options)
     reg.select(names, command="gc")
     policy = read_policy(reg.location)
-    catalog = _Catalog.read(reg)
+    catalog = reg.catalog(storage_options)
     now = _utcnow()
     run = _new_run()
     decisions: dict[tuple[str, int], tuple[str, str]] = {}
@@ -455,20 +425,8 @@ def gc(
             contract, status, catalog.aliases[name], retain_seconds=retain_seconds, now=now, policy=policy
         )
     collected = {key for key, (decision, _) in decisions.items() if decision == "collect"}
-    locations: dict[str, Location] = {}
-
-    def loc_of(contract: Contract) -> Location:
-        if contract.location not in locations:
-            locations[contract.location] = location(contract.location, storage_options)
-        return locations[contract.location]
-
     # Every file any version outside the collected set lists: never deleted.
-    listed_by: dict[str, list[str]] = {}
-    for key, contract in catalog.contracts.items():
-        if key in collected:
-            continue
-        for canonical in _files_of(contract, loc_of(contract)):
-            listed_by.setdefault(canonical, []).append(contract.ref)
+    listed_by = catalog.listed_files(exclude=collected)
     journals: dict[str, _DeletionJournal] = {}
     reports = []
     for key in sorted(decisions):
@@ -478,7 +436,9 @@ def gc(
         files: tuple[GcFile, ...] = ()
         if decision == "collect":
             journal = journals.setdefault(key[0], _DeletionJournal(reg, key[0], run))
-            files, refused = _collect(reg, contract, loc_of(contract), listed_by, journal=journal, act=yes)
+            files, refused = _collect(
+                reg, contract, catalog.location_of(contract), listed_by, journal=journal, act=yes
+            )
             if refused is not None:
                 decision, reason = "refused", refused
         reports.append(
@@ -514,11 +474,6 @@ def _collect(
     planned: list[GcFile] = []
     for shard in contract.shards:
         url = redact(loc.url_of(shard.path))
-        if not _inside(shard.path):
-            planned.append(
-                GcFile(url=url, canonical="", bytes=shard.bytes, action="kept", reason="outside its location")
-            )
-            continue
         canonical = canonical_location(loc, shard.path)
         others = listed_by.get(canonical)
         if others:
@@ -575,7 +530,7 @@ def _collect(
         files=[{"path": f.url, "canonical": f.canonical, "bytes": f.bytes, "kind": f.kind} for f in doomed],
     )
     done: list[GcFile] = []
-    rel_of = {canonical_location(loc, s.path): s.path for s in contract.shards if _inside(s.path)}
+    rel_of = {canonical_location(loc, s.path): s.path for s in contract.shards}
     rel_of[canonical_location(loc, JOURNAL_FILE)] = JOURNAL_FILE
     for f in planned:
         if f.action != "delete":

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dsm.contract import Schema
+from dsm.contract import Schema, check_contract_size
 from dsm.errors import InputError
 from dsm.policy import (
     POLICY_FILE,
@@ -243,10 +243,11 @@ def set_policy(
     src = location(parent or ".", storage_options)
     if not src.exists(name):
         raise InputError(f"policy file {redact(source)} does not exist")
-    text = src.read_bytes(name).decode("utf-8")
+    check_contract_size(src.size(name), redact(source))
+    text = src.read_bytes(name)
     Policy.from_yaml(text, source=redact(source))  # refused, and nothing written, when invalid
     current = reg.location.read_bytes(POLICY_FILE) if reg.location.exists(POLICY_FILE) else None
-    compare_and_swap(reg.location, POLICY_FILE, current, text.encode("utf-8"))
+    compare_and_swap(reg.location, POLICY_FILE, current, text)
     return PolicyChange(
         registry=redact(reg.url),
         source=redact(source),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import fnmatch
-import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
@@ -22,14 +21,18 @@ from dsm.policy import carry_classifications
 from dsm.registry import Registry, load_contract_file, open_registry
 from dsm.shards import (
     DescribedShard,
+    IgnoredFile,
     contract_location,
+    dataset_files,
     dataset_fingerprint,
     describe_shard,
     iter_shard,
+    not_data,
     shard_schema,
+    takes_unnamed,
 )
-from dsm.storage import FileInfo, Location, location, redact
-from dsm.units import utc_now_text
+from dsm.storage import FileInfo, Location, glob_of, location, redact
+from dsm.units import parse_workers, utc_now_text
 from dsm.validators.pii import scan_shards
 from dsm.validators.schema import schema_differences
 
@@ -38,49 +41,54 @@ __all__ = ["ScannedSource", "propose_roles", "register", "scan_source"]
 _ROLE_SAMPLE_ROWS = 500
 
 _GLOB_CHARS = "*?["
+_IGNORED_SHOWN = 50
 
 
 @dataclass(frozen=True, kw_only=True)
 class ScannedSource:
-    """The shards found at a source: their common root, relative paths and sizes, and the format."""
+    """The shards found at a source: their common root, relative paths and sizes, the format, the glob
+    they were selected by (a single file: the glob of its name), and the files that are not data."""
 
     root: Location
     files: tuple[FileInfo, ...]
     format: str
     pattern: str | None = None
-
-
-def _is_hidden(path: str) -> bool:
-    return posixpath.basename(path).startswith((".", "_"))
+    ignored: tuple[IgnoredFile, ...] = ()
 
 
 def scan_source(
     source: str, *, format: str | None = None, storage_options: Mapping[str, Any] | None = None
 ) -> ScannedSource:
-    """Find the shards at ``source``: a folder (recursively), a glob, or one file, on any fsspec URL."""
+    """Find the shards at ``source``: a folder (recursively), a glob, or one file, on any fsspec URL.
+
+    Which files are shards and which are not data is :func:`dsm.shards.dataset_files`'s answer, the one
+    ``dsm verify`` gets too. A single file registers as itself: its siblings are none of the dataset's.
+    Hive-style partition folders (``lang=en/``) are refused: their values are in no file, and registering
+    would silently drop them.
+    """
+    if format is not None:
+        get_format(format)  # fails early on an unknown name
     pattern = None
     if any(ch in source for ch in _GLOB_CHARS):
         head = source[: min(source.index(ch) for ch in _GLOB_CHARS if ch in source)]
         base = head.rsplit("/", 1)[0] if "/" in head else "."
         root = location(base, storage_options)
         pattern = source[len(base) :].lstrip("/")
-        files = [f for f in root.list_files() if fnmatch.fnmatchcase(f.path, pattern)]
+        listed = root.list_files()
     else:
         root = location(source, storage_options)
         if not root.exists():
             raise InputError(f"{redact(source)}: no such file or folder")
         if root.isdir():
-            files = [f for f in root.list_files() if not _is_hidden(f.path)]
+            listed = root.list_files()
         else:
-            parent, _, base = source.rstrip("/").rpartition("/")
+            parent, _, name = source.rstrip("/").rpartition("/")
             root = location(parent or ".", storage_options)
-            files = [FileInfo(path=base, size=root.size(base))]
-    if format is not None:
-        get_format(format)  # fails early on an unknown name
-        matching = [f for f in files if detect_format(f.path) in (format, None)]
-    else:
-        detected = {f.path: detect_format(f.path) for f in files}
-        kinds = sorted({k for k in detected.values() if k})
+            pattern = glob_of(name)
+            listed = [FileInfo(path=name, size=root.size(name))]
+    candidates = [f for f in listed if (not pattern or fnmatch.fnmatchcase(f.path, pattern))]
+    if format is None:
+        kinds = sorted({k for f in candidates if not_data(f.path) is None and (k := detect_format(f.path))})
         if len(kinds) > 1:
             raise InputError(
                 f"{redact(source)} holds files of several formats ({', '.join(kinds)}); "
@@ -89,10 +97,21 @@ def scan_source(
         if not kinds:
             raise InputError(f"{redact(source)}: no shard of a known format found; pass --format")
         format = kinds[0]
-        matching = [f for f in files if detected[f.path] == format]
-    if not matching:
+    unnamed = takes_unnamed([f.path for f in candidates if not_data(f.path) is None], format)
+    found = dataset_files(candidates, format=format, pattern=pattern, unnamed=unnamed)
+    if not found.shards:
         raise InputError(f"{redact(source)}: no {format} shards found")
-    return ScannedSource(root=root, files=tuple(matching), format=format, pattern=pattern)
+    if found.partitions:
+        folders = ", ".join(
+            f"{k}={'|'.join(v[:3])}{'|...' if len(v) > 3 else ''}" for k, v in found.partitions.items()
+        )
+        raise InputError(
+            f"{redact(source)} holds Hive-style partition folders ({folders}): their values are in no file, "
+            f"so registering would drop the column(s) {', '.join(found.partitions)}. Register each partition "
+            "folder as a dataset of its own, or write the partition values into the files (pyarrow.dataset."
+            "write_dataset without partitioning, for one)"
+        )
+    return ScannedSource(root=root, files=found.shards, format=format, pattern=pattern, ignored=found.ignored)
 
 
 def _read_options(scan: ScannedSource) -> dict[str, Any]:
@@ -205,6 +224,8 @@ def register(
     >>> contract.ref  # doctest: +SKIP
     'web-text@1'
     """
+    if workers is not None:
+        parse_workers(workers)  # before anything is read
     executor = open_executor(engine, ray_address=ray_address, workers=workers)
     reg = open_registry(registry, storage_options)
     scan = scan_source(source, format=format, storage_options=storage_options)
@@ -254,6 +275,10 @@ def register(
     finally:
         progress.finish()
     metadata: dict[str, Any] = {"source_glob": scan.pattern} if scan.pattern else {}
+    if scan.ignored:
+        metadata["ignored_files"] = [f.to_dict() for f in scan.ignored[:_IGNORED_SHOWN]]
+        if len(scan.ignored) > _IGNORED_SHOWN:
+            metadata["ignored_count"] = len(scan.ignored)
     if scan_pii:
         classified = {f.name for f in declared.fields if f.classification}
         found = scan_shards(scan.root, [f.path for f in scan.files], fmt, arrow_schema, classified=classified)

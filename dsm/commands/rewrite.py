@@ -23,13 +23,12 @@ from dsm._version import tool_name
 from dsm.commands.policy import check_destination, policy_error
 from dsm.contract import Contract, Lineage
 from dsm.engine import EngineReport, Executor, Progress, open_executor
-from dsm.errors import DatasetNotFound, InputError
-from dsm.registry import Registry, open_registry, parse_reference
-from dsm.rewrite.plan import RewritePlan
-from dsm.rewrite.run import execute_rewrite, finish_rewrite, prepare_rewrite
+from dsm.errors import ConflictError, InputError
+from dsm.registry import Catalog, Registry, open_registry, parse_reference
+from dsm.rewrite.run import PreparedRewrite, execute_rewrite, finish_rewrite, prepare_rewrite
 from dsm.rewrite.spec import RewriteSpec
-from dsm.storage import redact
-from dsm.units import utc_now_text
+from dsm.storage import canonical_location, redact
+from dsm.units import parse_workers, utc_now_text
 
 __all__ = ["RewriteResult", "convert_format", "reshard", "rewrite"]
 
@@ -97,14 +96,15 @@ class RewriteResult:
         }
 
 
-def _published_already(reg: Registry, name: str, plan: RewritePlan, dest_url: str) -> Contract | None:
-    """The version this plan already published (a run killed after publishing), if there is one."""
-    versions = reg.versions(name)
-    if not versions:
-        return None
-    latest = reg.get(name, versions[-1])
-    if latest.metadata.get("rewrite_plan") == plan.key and latest.location == dest_url:
-        return latest
+def _published_already(catalog: Catalog, name: str, job: PreparedRewrite) -> Contract | None:
+    """The version this same plan already published at this destination (a run killed after publishing,
+    or the same command run again), if there is one."""
+    dest = canonical_location(job.dest)
+    for (other, _), contract in sorted(catalog.contracts.items(), reverse=True):
+        if other != name or contract.metadata.get("rewrite_plan") != job.plan.key:
+            continue
+        if canonical_location(catalog.location_of(contract)) == dest:
+            return contract
     return None
 
 
@@ -131,7 +131,10 @@ def rewrite(
 
     ``engine`` (``"local"`` or ``"ray"``; default ``DSM_ENGINE``, else local) runs the units, with
     ``ray_address`` for Ray (else ``RAY_ADDRESS``, else a local Ray started for the job): the files, their
-    names and bytes are the same on every engine; the new version's lineage records which one ran."""
+    names and bytes are the same on every engine; the new version's lineage records which one ran. The
+    destination's claim is held by this process (the driver) whatever the engine."""
+    if workers is not None:
+        parse_workers(workers)  # before anything is read or written
     reg = open_registry(registry, storage_options)
     source = reg.resolve(ref)
     target_name = name or source.name
@@ -151,20 +154,21 @@ def rewrite(
         storage_options=storage_options,
     )
     parameters = dict(job.parameters)
-    notes = list(job.notes)
-    if job.published is not None:
+    catalog = reg.catalog(storage_options)
+    done = _published_already(catalog, target_name, job)
+    if done is not None:
+        notes = list(job.notes)
         try:
-            done = reg.resolve(job.published)
-        except DatasetNotFound:
-            done = None
-        if done is not None and done.metadata.get("rewrite_plan") == job.plan.key:
-            return _result(done, source, spec.operation, parameters, 0, len(job.plan.units), True, notes)
-    executor = open_executor(engine, ray_address=ray_address, workers=workers)
-    outcome = execute_rewrite(job, workers=workers, progress=progress, executor=executor)
-    notes += outcome.notes
+            with job.claim().take() as claim:
+                finish_rewrite(job, claim)  # what a run killed after publishing left
+        except ConflictError as exc:  # the version stands; only the clean-up waits
+            notes.append(f"the rewrite's journal at the destination was left as it is: {exc}")
+        return _result(done, source, spec.operation, parameters, 0, len(job.plan.units), True, notes)
+    catalog.refuse_destination(dest, doing=f"{spec.operation} of {source.ref}")
+    executor = open_executor(engine, ray_address=ray_address, workers=workers)  # before the claim is taken
     parameters["engine"] = executor.name
-    published = _published_already(reg, target_name, job.plan, job.dest_url)
-    if published is None:
+    with job.claim().take() as claim:
+        outcome = execute_rewrite(job, claim, workers=workers, progress=progress, executor=executor)
         extra = dict(lineage or {})
         contract = Contract(
             name=target_name,
@@ -185,8 +189,10 @@ def rewrite(
             ),
             metadata={"rewrite_plan": job.plan.key, **extra},
         )
+        claim.confirm()  # the publish must not run twice
         published = reg.publish(contract)
-    finish_rewrite(job, published.ref)
+        finish_rewrite(job, claim)
+    notes = [*job.notes, *outcome.notes]
     return _result(
         published,
         source,

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import fnmatch
-import posixpath
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -24,11 +22,13 @@ from dsm.engine import (
 from dsm.errors import InputError
 from dsm.hashing.rowdigest import RowDigest
 from dsm.registry import Registry, resolve
-from dsm.storage import Location, location
+from dsm.storage import FileInfo, Location, location
 from dsm.storage.stores import RequestStats, request_stats
+from dsm.units import parse_workers
 from dsm.validators.physical import check_physical
 
 if TYPE_CHECKING:
+    from dsm.shards import IgnoredFile
     from dsm.validators.rows import RowCheck
 
 __all__ = ["STATUSES", "ShardReport", "VerifyReport", "verify"]
@@ -64,6 +64,9 @@ class VerifyReport:
     shards: tuple[ShardReport, ...]
     fingerprint_match: bool | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    ignored: tuple[IgnoredFile, ...] = ()
+    """Files at the location that are not data (``_SUCCESS``, ``*.crc``, ``README.md``...), as register
+    ignores them: listed, never a failure."""
     engine: EngineReport | None = None
     """Where the shards were read and checked."""
 
@@ -89,22 +92,28 @@ class VerifyReport:
             "fingerprint_match": self.fingerprint_match,
             "shards": [s.to_dict() for s in self.shards],
             "summary": self.summary,
+            "ignored": [f.to_dict() for f in self.ignored],
             "notes": list(self.notes),
             "engine": self.engine.to_dict() if self.engine is not None else None,
         }
 
 
-def _extra_files(contract: Contract, listed: Mapping[str, int]) -> list[str]:
+def _extra_and_ignored(contract: Contract, listed: Mapping[str, int]) -> tuple[list[str], list[IgnoredFile]]:
+    """Files at the location the contract does not list, split the way ``register`` splits a listing
+    (:func:`dsm.shards.dataset_files`): ``extra`` (would be shards) and ``ignored`` (not data)."""
     known = {s.path for s in contract.shards}
+    if all(p in known for p in listed):
+        return [], []
+    from dsm.shards import dataset_files, takes_unnamed  # the format layer (Arrow) loads only when needed
+
     pattern = contract.metadata.get("source_glob")
-    extra = []
-    for path in listed:
-        if path in known or posixpath.basename(path).startswith((".", "_")):
-            continue
-        if pattern and not fnmatch.fnmatchcase(path, str(pattern)):
-            continue
-        extra.append(path)
-    return sorted(extra)
+    found = dataset_files(
+        [FileInfo(path=p, size=n) for p, n in listed.items() if p not in known],
+        format=contract.format,
+        pattern=str(pattern) if pattern else None,
+        unnamed=takes_unnamed(known, contract.format),
+    )
+    return [f.path for f in found.shards], list(found.ignored)
 
 
 def verify(
@@ -133,6 +142,8 @@ def verify(
     """
     if fast and deep:
         raise InputError("--fast and --deep exclude each other: --deep reads every byte of every shard")
+    if workers is not None:
+        parse_workers(workers)  # before anything is read
     executor = open_executor(engine, ray_address=ray_address, workers=workers)
     contract = resolve(ref, registry, storage_options)
     loc = location(contract.location, storage_options)
@@ -170,13 +181,19 @@ def verify(
         progress.finish()
     results = list(zip(physical, digests, strict=True))
     reports = [r for r, _ in results]
+    extra, ignored = _extra_and_ignored(contract, listed)
     reports += [
         ShardReport(
             path=p, status="extra", detail="at the location but not in the contract", verified_by="listing"
         )
-        for p in _extra_files(contract, listed)
+        for p in extra
     ]
     match, notes = _dataset_fingerprint(contract, [d for _, d in results], deep)
+    if ignored:
+        shown = ", ".join(f.path for f in ignored[:3]) + (
+            f" (and {len(ignored) - 3} more)" if len(ignored) > 3 else ""
+        )
+        notes.append(f"{len(ignored)} file(s) at the location are not data and were ignored: {shown}")
     notes += _storage_notes(reports, fast, stats, before)
     return VerifyReport(
         dataset=contract.ref,
@@ -185,6 +202,7 @@ def verify(
         shards=tuple(reports),
         fingerprint_match=match,
         notes=tuple(notes),
+        ignored=tuple(ignored),
         engine=executor.report(),
     )
 

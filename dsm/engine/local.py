@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from dsm.engine.base import MODES, EngineReport, ErrorPolicy, Mode, UnitFailure, default_workers
+from dsm.units import parse_workers
 
 __all__ = ["LocalExecutor"]
 
@@ -35,6 +36,10 @@ class LocalExecutor:
     workers: int | None = None
     mode: Mode = "thread"
     name: str = "local"
+
+    def __post_init__(self) -> None:
+        if self.workers is not None:
+            parse_workers(self.workers)  # a whole number in 1..MAX_WORKERS, checked before anything starts
 
     def run(
         self,

@@ -54,6 +54,7 @@ from dsm._version import __version__
 from dsm.engine.base import EngineReport, ErrorPolicy, Mode, UnitFailure, unit_label
 from dsm.errors import InputError, StorageError
 from dsm.storage import Location, location, protocol_of, redact
+from dsm.units import parse_workers
 
 __all__ = ["FORWARDED_ENV", "RETRIES", "RayExecutor"]
 
@@ -254,6 +255,8 @@ class RayExecutor:
     @classmethod
     def connect(cls, *, address: str | None = None, workers: int | None = None) -> RayExecutor:
         """An executor for ``address`` (checked now, connected on first use)."""
+        if workers is not None:
+            parse_workers(workers)  # a whole number in 1..MAX_WORKERS, checked before anything starts
         requested = (address or os.environ.get("RAY_ADDRESS") or "").strip() or None
         if requested is not None and requested.startswith("ray://"):
             raise InputError(

@@ -33,6 +33,7 @@ from dsm.formats._common import (
 )
 from dsm.formats.base import DEFAULT_BATCH_ROWS, Format, FormatWriter, Storage
 from dsm.formats.index import ShardIndex
+from dsm.paths import path_problem
 
 __all__ = ["KEY_FIELD", "TEXT_EXTENSIONS", "WebDatasetFormat", "split_member"]
 
@@ -156,6 +157,12 @@ class WebDatasetFormat(Format):
                     last = f'member "{member.name}"'
                     if not member.isfile():
                         continue
+                    unsafe = path_problem(member.name)
+                    if unsafe is not None:
+                        raise FormatError(
+                            f'shard {shard}: member "{member.name}" {unsafe}: a member name stays inside '
+                            "its archive"
+                        )
                     parts = split_member(member.name)
                     if parts is None:
                         raise FormatError(f'shard {shard}: member "{member.name}" has no key.extension name')
@@ -442,6 +449,11 @@ class _TarWriter(FormatWriter):
 
     @staticmethod
     def _check_key(key: str | None) -> None:
+        if key and path_problem(key) is not None:
+            raise FormatError(
+                f"webdataset key {key!r} cannot be written: it {path_problem(key)} (member names stay "
+                "inside their archive)"
+            )
         if not key or split_member(f"{key}.x") != (key, "x"):
             raise FormatError(
                 f"webdataset key {key!r} cannot be written: "

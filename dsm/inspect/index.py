@@ -23,6 +23,7 @@ import contextlib
 import json
 import os
 import tempfile
+import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
@@ -151,6 +152,9 @@ class IndexCache:
     def __init__(self, directory: str | os.PathLike[str] | None = None) -> None:
         self.directory = Path(directory) if directory is not None else default_cache_dir()
         self._memory: dict[str, ShardIndex] = {}
+        # One build per shard when several threads look at once (a viewer's requests, a prefetch worker).
+        self._lock = threading.Lock()
+        self._building: dict[str, threading.Lock] = {}
         self.built = 0
         """Indexes this cache built by scanning a file (not found stored)."""
         self.notes: list[str] = []
@@ -189,18 +193,37 @@ class IndexCache:
         found = self._memory.get(key)
         if found is not None:
             return found
+        with self._lock:
+            building = self._building.setdefault(key, threading.Lock())
+        with building:
+            found = self._memory.get(key)
+            if found is None:
+                found = self._index(shard, fmt, open_file, schema, url, key, version)
+                self._memory[key] = found
+        return found
+
+    def _index(
+        self,
+        shard: Shard,
+        fmt: Format,
+        open_file: Any,
+        schema: Any,
+        url: str,
+        key: str,
+        version: str,
+    ) -> ShardIndex:
         if not fmt.index_by_scan:
             # The footer says where the pieces are: read it (once for this object), never store it.
             with open_file() as handle:
                 found = _counted(fmt.index_shard(handle, shard=shard.path, schema=schema), shard, url)
         else:
             path = self.directory / "index" / f"{fmt.name}-{key}.npz"
-            found = self._load(path, version)
-            if found is None:
-                with open_file() as handle:
-                    found = _counted(self._build(handle, shard, fmt, url, schema), shard, url)
-                self._store(path, found, version, shard)
-        self._memory[key] = found
+            stored = self._load(path, version)
+            if stored is not None:
+                return stored
+            with open_file() as handle:
+                found = _counted(self._build(handle, shard, fmt, url, schema), shard, url)
+            self._store(path, found, version, shard)
         return found
 
     def _load(self, path: Path, version: str) -> ShardIndex | None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import posixpath
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import IO, TYPE_CHECKING, Any
@@ -62,6 +63,8 @@ BATCH_BYTES = 16 << 20
 """Stored bytes decoded at once (at most 65,536 rows): memory stays bounded for wide rows (images, long
 text) whatever the size of a row group."""
 
+LOOK_BATCH_ROWS = 1024  # a look decodes up to the batch holding its last row, not the rest of the piece
+
 
 def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
     if not tables:
@@ -102,6 +105,7 @@ class RowSource:
         self._storage_options = dict(storage_options or {})
         self._location: Location | None = None
         self._episodes: tuple[EpisodeSummary, ...] | None = None
+        self._episodes_lock = threading.Lock()
         self._starts = [0]
         for shard in contract.shards:
             self._starts.append(self._starts[-1] + int(shard.rows or 0))
@@ -248,7 +252,7 @@ class RowSource:
                         stop=stop,
                         schema=self.schema,
                         columns=columns,
-                        batch_rows=self._batch_rows(shard),
+                        batch_rows=min(self._batch_rows(shard), max(LOOK_BATCH_ROWS, stop - start)),
                     )
                 )
             except (FormatError, SchemaError, InputError):
@@ -508,12 +512,13 @@ class RowSource:
     ) -> tuple[EpisodeSummary, ...]:
         """Every episode, from one scan of the RL columns, kept for this source's life (a viewer paging
         through the rows pays for the scan once)."""
-        if self._episodes is None:
-            tracker = EpisodeTracker(layout)
-            for position, batch in self._scan(layout.columns, progress, f"episodes of {self.ref}"):
-                tracker.add(batch, position)
-            self._episodes = tuple(tracker.finish())
-        return self._episodes
+        with self._episodes_lock:  # one scan when several threads ask at once
+            if self._episodes is None:
+                tracker = EpisodeTracker(layout)
+                for position, batch in self._scan(layout.columns, progress, f"episodes of {self.ref}"):
+                    tracker.add(batch, position)
+                self._episodes = tuple(tracker.finish())
+            return self._episodes
 
     # -------------------------------------------------------------------------------------------- media
 

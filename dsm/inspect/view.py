@@ -469,6 +469,17 @@ def _rl(field: FieldView, value: Any) -> CellView:
         )
     if role == "reward" and isinstance(value, float) and math.isnan(value):
         anomalies.append("reward is NaN")
+    if isinstance(value, (bytes, bytearray)):
+        # An observation (or action) stored as bytes is usually a frame: its media facts, as for images.
+        info = sniff(bytes(value), declared=field.media_type)
+        return CellView(
+            field=field.name,
+            kind=role or "binary",
+            summary=info.describe(),
+            details=info.to_dict(),
+            anomalies=tuple(info.anomalies),
+            role=role or None,
+        )
     if isinstance(value, list):
         shape = _shape(value)
         numbers = [n for n in _numbers(list(_leaves(value))) if not math.isnan(n)]

@@ -89,9 +89,16 @@ class DatasetIterator:
         self.read_order = order
         self.order = order.epoch_order([int(s.rows or 0) for s in dataset.shards])
         rank, world_size, drop_last = order.rank, order.world_size, order.drop_last
+        if world_size > self.order.total > 0:  # every rank refuses alike, not only those left without rows
+            raise InputError(
+                f"world_size {world_size:,} is more than the {self.order.total:,} rows of {dataset.ref}: "
+                f"{world_size - self.order.total:,} rank(s) would get no rows; use a smaller world_size"
+            )
         self._assignment: list[Range] = rank_ranges(self.order.total, rank, world_size, drop_last=drop_last)
         per_row = max(sum(s.bytes for s in dataset.shards) / max(self.order.total, 1), 1.0)
-        self._read_rows = max(self.batch_size, min(int(READ_BATCH_BYTES / per_row), _MAX_READ_ROWS))
+        # Rows decoded at once: a batch's worth (never more than this rank holds), or ~READ_BATCH_BYTES.
+        wanted = min(self.batch_size, max(1, self.rows_assigned))
+        self._read_rows = max(wanted, min(int(READ_BATCH_BYTES / per_row), _MAX_READ_ROWS))
         if self.rows_assigned == 0 or (drop_last and self.rows_assigned < batch_size):
             what = f"fewer rows than one batch of {batch_size}" if drop_last else "no rows"
             raise InputError(

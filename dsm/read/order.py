@@ -175,8 +175,14 @@ def split_ranges(ranges: Sequence[Range], parts: int, *, equal: bool = False) ->
 
 
 def rank_ranges(total: int, rank: int, world_size: int, *, drop_last: bool) -> list[Range]:
-    """The positions rank ``rank`` of ``world_size`` reads in an epoch of ``total`` rows."""
-    return split_ranges([(0, total)], world_size, equal=drop_last)[rank]
+    """The positions rank ``rank`` of ``world_size`` reads in an epoch of ``total`` rows: its piece of
+    :func:`split_ranges` of ``[(0, total)]``, computed alone (nothing grows with ``world_size``)."""
+    share, extra = divmod(total, world_size)
+    if drop_last:
+        start, size = rank * share, share
+    else:
+        start, size = rank * share + min(rank, extra), share + (1 if rank < extra else 0)
+    return [(start, start + size)] if size > 0 else []
 
 
 def split_batches(

@@ -23,7 +23,7 @@ import xxhash
 
 from dsm.contract import Contract
 from dsm.errors import InputError, StateError
-from dsm.read.order import DEFAULT_BLOCK_ROWS, EpochOrder, Range, remaining_ranges, split_ranges
+from dsm.read.order import DEFAULT_BLOCK_ROWS, EpochOrder, Range, range_rows, remaining_ranges, split_ranges
 
 __all__ = [
     "LOADER_STATE_FORMAT",
@@ -322,10 +322,14 @@ def merge_states(states: Sequence[Mapping[str, Any]], world_size: int) -> list[d
                     mismatch(name, first["order"], state["order"]).replace("this iterator", "another")
                 )
     ranks = sorted(int(s["order"]["rank"]) for s in states)
-    if ranks != list(range(old_world)):
-        missing = sorted(set(range(old_world)) - set(ranks))
+    if len(ranks) != old_world or ranks != list(range(old_world)):
         twice = sorted({r for r in ranks if ranks.count(r) > 1})
-        problem = f"rank(s) {missing} missing" if missing else f"rank(s) {twice} given twice"
+        if twice:
+            problem = f"rank(s) {twice} given twice"
+        elif old_world - len(ranks) <= 100:  # a world size from a state is never trusted to allocate
+            problem = f"rank(s) {sorted(set(range(old_world)) - set(ranks))} missing"
+        else:
+            problem = f"{len(ranks)} state(s) for {old_world:,} ranks"
         raise StateError(
             f"merge_states needs exactly one state per rank of the old world size {old_world}: {problem}; "
             "without every rank's state, rows would be skipped or read twice"
@@ -342,6 +346,12 @@ def merge_states(states: Sequence[Mapping[str, Any]], world_size: int) -> list[d
     for (_, stop), (start, _) in itertools.pairwise(remaining):
         if start < stop:
             raise StateError("the states overlap (two ranks hold the same rows): they are not from one run")
+    left = range_rows(remaining)
+    if world_size > max(1, left):  # every rank past the rows would read nothing (and a list would grow)
+        raise InputError(
+            f"world_size {world_size:,} is more than the {left:,} row(s) left in the epoch: ranks would get "
+            f"no rows; use at most {max(1, left):,}"
+        )
     pieces = split_ranges(remaining, world_size, equal=bool(first["order"]["drop_last"]))
     base = IteratorState.from_dict(first)
     return [

@@ -3,14 +3,22 @@
 Layout under the destination (names start with ``_``: scans and ``dsm verify`` do not take them for data)::
 
     _dsm_rewrite.json                  {"plan": KEY, "operation", "source", "outputs", "published": null}
+    _dsm_rewrite.lease                 the process writing the destination now (a lease, with a heartbeat)
     _dsm_rewrite/_unit-00012.json      a completed output file: its contract entry (bytes, checksum, rows..)
     _dsm_rewrite/_scatter-00003.json   a completed shuffle pass-1 file, and its bucket index
-    _dsm_rewrite/_scatter-00003.arrow  that file (Arrow IPC), deleted once the new version is published
+    _dsm_rewrite/_scatter-00003.arrow  that file (Arrow IPC)
                                        (``--spill-dir URL``: URL/dsm-spill-<plan>/_scatter-00003.arrow)
 
 Every record is written atomically (temporary name, then rename) after the file it describes is complete
 and checked, so a record never names a partial file. A resumed run keeps a file only if its size and
-checksum still match its record.
+checksum still match its record. Once the new version is published all of it is deleted: the folder then
+holds the data files alone, as readers that take a whole folder (Polars, Hugging Face ``datasets``,
+Spark) expect.
+
+One process at a time writes a destination: :class:`DestinationClaim` is a lease
+(:mod:`dsm.storage.lease`) taken before anything there is written or removed; a second rewrite gets
+"another rewrite is writing DEST" (ConflictError, exit 3). The claim of a process that died is stale once
+it expires, or at once when that process ran on this host.
 """
 
 from __future__ import annotations
@@ -22,10 +30,13 @@ from typing import Any
 
 from dsm.errors import ContractError
 from dsm.storage import TEMP_MARKER, Location, redact, storage_errors
+from dsm.storage.lease import DEFAULT_LEASE_SECONDS, Lease, LeaseInfo
 
 __all__ = [
+    "CLAIM_FILE",
     "JOURNAL_DIR",
     "JOURNAL_FILE",
+    "DestinationClaim",
     "Journal",
     "is_journal_path",
     "remove_spill",
@@ -34,10 +45,42 @@ __all__ = [
 
 JOURNAL_FILE = "_dsm_rewrite.json"
 JOURNAL_DIR = "_dsm_rewrite"
+CLAIM_FILE = "_dsm_rewrite.lease"
 
 
 def is_journal_path(path: str) -> bool:
-    return path == JOURNAL_FILE or path.startswith(JOURNAL_DIR + "/")
+    """Whether ``path`` (relative to a destination) is one of the journal's files or the claim."""
+    return path in (JOURNAL_FILE, CLAIM_FILE, CLAIM_FILE + ".lock") or path.startswith(JOURNAL_DIR + "/")
+
+
+class DestinationClaim(Lease):
+    """The lease of one destination folder: held by the rewrite writing it (``_dsm_rewrite.lease``)."""
+
+    kind = "rewrite"
+
+    def __init__(self, dest: Location, *, seconds: float = DEFAULT_LEASE_SECONDS) -> None:
+        super().__init__(dest, CLAIM_FILE, what=f"destination {redact(dest.url)}", seconds=seconds)
+
+    def busy(self, holder: LeaseInfo) -> str:
+        return (
+            f"another rewrite is writing {redact(self.loc.url)} ({holder.describe()}): wait for it to "
+            "finish, or choose another destination; if that process died, retry once its lease expires (at "
+            "once on the host it ran on)"
+        )
+
+    def take(self) -> DestinationClaim:
+        """Acquire the claim (a dead holder's is stale: see the module) and keep it alive."""
+        self.acquire(take_dead=True)
+        self.start_heartbeat()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        # Done or failed, the claim file goes with this process's work: a released lease there would only
+        # be a file no reader wants (the journal says what a failed run completed).
+        try:
+            self.remove()
+        finally:
+            self.release()
 
 
 class Journal:
@@ -92,6 +135,12 @@ class Journal:
                 found[data["index"]] = data
         return found
 
+    def remove(self) -> None:
+        """Delete the whole journal (records, pass-1 files and the header): the rewrite is published."""
+        self.clear_units()
+        if self.dest.exists(JOURNAL_FILE):
+            self.dest.remove(JOURNAL_FILE)
+
     def clear_units(self) -> None:
         """Remove every record and pass-1 file (all written by dsm), keeping the header."""
         for info in self.dest.child(JOURNAL_DIR).list_files():
@@ -130,7 +179,7 @@ def remove_temporaries(dest: Location, names: set[str]) -> int:
         target = rest.split("-", 1)[1] if "-" in rest else ""
         rel = full[len(prefix) :] if full.startswith(prefix) else base
         folder = posixpath.dirname(rel)
-        ours = (folder == "" and (target in names or target == JOURNAL_FILE)) or (
+        ours = (folder == "" and (target in names or target in (JOURNAL_FILE, CLAIM_FILE))) or (
             folder == JOURNAL_DIR and target.startswith("_")
         )
         if ours:

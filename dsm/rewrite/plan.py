@@ -34,6 +34,7 @@ __all__ = [
     "ScatterUnit",
     "SourceRange",
     "check_layout",
+    "check_shard_count",
     "layout",
     "output_name",
     "parse_size",
@@ -79,10 +80,9 @@ def check_layout(
             f"{command} takes exactly one of --num-shards, --shard-size and --rows-per-shard"
             + (f" (got {', '.join(given)})" if given else "")
         )
-    if num_shards is not None and num_shards < 1:
-        raise InputError(f"--num-shards must be at least 1, got {num_shards}")
-    if rows_per_shard is not None and rows_per_shard < 1:
-        raise InputError(f"--rows-per-shard must be at least 1, got {rows_per_shard}")
+    for option, value in (("--num-shards", num_shards), ("--rows-per-shard", rows_per_shard)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise InputError(f"{option} must be a whole number of at least 1, got {value!r}")
     if shard_size is not None:
         parse_size(shard_size, what="--shard-size")
     if seed is not None and not shuffle:
@@ -90,19 +90,31 @@ def check_layout(
     return given[0]
 
 
+def check_shard_count(num_shards: int, total_rows: int, *, what: str = "the dataset") -> None:
+    """Refuse (InputError, before anything is allocated) more output files than rows: every file past
+    the rows would be empty. An empty dataset is rewritten as one empty file."""
+    if isinstance(num_shards, bool) or not isinstance(num_shards, int) or num_shards < 1:
+        raise InputError(f"--num-shards must be a whole number of at least 1, got {num_shards!r}")
+    most = max(1, total_rows)
+    if num_shards > most:
+        raise InputError(
+            f"--num-shards {num_shards:,} is more than the {total_rows:,} row(s) of {what}: "
+            f"{num_shards - most:,} of the files would be empty; ask for at most {most:,}"
+        )
+
+
 def layout(
     total_rows: int, *, num_shards: int | None = None, rows_per_shard: int | None = None
 ) -> list[tuple[int, int]]:
     """``(first row, rows)`` of each output file: ``num_shards`` balanced files (sizes differ by at most
-    one row), or files of ``rows_per_shard`` rows with a shorter last one. An empty dataset gets one
-    empty file with ``rows_per_shard`` (and ``num_shards`` empty files with ``num_shards``)."""
+    one row, never more files than rows: :func:`check_shard_count`), or files of ``rows_per_shard`` rows
+    with a shorter last one. An empty dataset gets one empty file."""
     if num_shards is not None:
-        if num_shards < 1:
-            raise InputError(f"num_shards must be at least 1, got {num_shards}")
+        check_shard_count(num_shards, total_rows)
         bounds = [k * total_rows // num_shards for k in range(num_shards + 1)]
         return [(bounds[k], bounds[k + 1] - bounds[k]) for k in range(num_shards)]
-    if rows_per_shard is None or rows_per_shard < 1:
-        raise InputError(f"rows_per_shard must be at least 1, got {rows_per_shard}")
+    if isinstance(rows_per_shard, bool) or not isinstance(rows_per_shard, int) or rows_per_shard < 1:
+        raise InputError(f"--rows-per-shard must be a whole number of at least 1, got {rows_per_shard!r}")
     count = max(1, math.ceil(total_rows / rows_per_shard))
     return [(k * rows_per_shard, min(rows_per_shard, total_rows - k * rows_per_shard)) for k in range(count)]
 
@@ -302,6 +314,8 @@ def plan_rewrite(
     if num_shards is None and rows_per_shard is None:
         spans = [(s.offset, s.rows) for s in shards]
     else:
+        if num_shards is not None:
+            check_shard_count(num_shards, total, what=source.ref)
         spans = layout(total, num_shards=num_shards, rows_per_shard=rows_per_shard)
     count = len(spans)
     if not shuffle:

@@ -1,6 +1,7 @@
-"""Running a rewrite: prepare it (format, proof, overlap, plan, destination), execute its units with
-resume, prove the rows, and mark it published. The engine under ``dsm convert-format``, ``dsm reshard``
-and a cutover's copy; the command (:mod:`dsm.commands.rewrite`) resolves, publishes and reports.
+"""Running a rewrite: prepare it (format, proof, overlap, plan), claim the destination, execute its units
+with resume, prove the rows, and clear its journal once published. The engine under ``dsm
+convert-format``, ``dsm reshard`` and a cutover's copy; the command (:mod:`dsm.commands.rewrite`)
+resolves, checks the destination against the registry, publishes and reports.
 
 Every source shard's checksum is checked before anything is written; every output file is written under a
 temporary name (renamed when complete) while its bytes are hashed and the rows handed to the writer are
@@ -34,11 +35,11 @@ from dsm.rewrite.execute import (
     source_format,
     spill_name,
 )
-from dsm.rewrite.journal import Journal, is_journal_path, remove_spill, remove_temporaries
+from dsm.rewrite.journal import DestinationClaim, Journal, is_journal_path, remove_spill, remove_temporaries
 from dsm.rewrite.plan import RewritePlan, ScatterUnit, SourceRange, plan_rewrite
-from dsm.rewrite.spec import RewriteSpec, estimate_rows_per_shard, locations_overlap
+from dsm.rewrite.spec import RewriteSpec, estimate_rows_per_shard
 from dsm.shards import DescribedShard, contract_location, dataset_fingerprint
-from dsm.storage import Location, location, redact
+from dsm.storage import Location, canonical_location, claimed_location, is_within, location, overlaps, redact
 from dsm.units import parse_size
 from dsm.validators import PhysicalCheck, check_physical
 
@@ -60,9 +61,10 @@ PROOF_READ_BACK = "read-back"
 
 @dataclass(frozen=True, kw_only=True)
 class PreparedRewrite:
-    """A rewrite checked and planned, before anything is read or written: its source and destination, the
-    formats, the plan (whose ``key`` a resumed run must match), the lineage ``parameters`` of the version it
-    will publish, and what the destination already holds of it (``header``: this plan's journal header)."""
+    """A rewrite checked and planned, before anything at the destination is read or written: its source
+    and destination, the formats, the plan (whose ``key`` a resumed run must match) and the lineage
+    ``parameters`` of the version it will publish. The destination is inspected by
+    :func:`execute_rewrite`, under the destination's claim."""
 
     source: Contract
     spec: RewriteSpec
@@ -74,14 +76,13 @@ class PreparedRewrite:
     schema: pa.Schema
     parameters: Mapping[str, Any]
     read_back: bool
-    header: Mapping[str, Any] | None = None
+    overwrite: bool = False
     notes: tuple[str, ...] = ()
     spill: Location | None = None
     """``--spill-dir``: where a shuffle's pass-1 files go (this plan's folder in it); None: the journal's
     folder at the destination."""
-    stale_spill: Location | None = None
-    """The ``--spill-dir`` folder an interrupted run of this plan used, when this run uses another one:
-    its pass-1 files are deleted (they are this plan's) before this run writes its own."""
+    storage_options: Mapping[str, Any] = field(default_factory=dict, repr=False)  # may hold credentials
+    """The run's storage options: a spill folder an interrupted run recorded is opened with them."""
     out_schema: pa.Schema | None = None
     """What the target format's files hold (``Format.storage`` of ``schema``); ``schema`` when None."""
 
@@ -96,12 +97,9 @@ class PreparedRewrite:
         """The location the new contract records (credentials never included)."""
         return contract_location(self.dest)
 
-    @property
-    def published(self) -> str | None:
-        """The version this same plan published before (a run killed after publishing), if the journal
-        says so."""
-        value = self.header.get("published") if self.header is not None else None
-        return str(value) if value else None
+    def claim(self) -> DestinationClaim:
+        """The destination's claim (not yet taken: ``with job.claim().take():``)."""
+        return DestinationClaim(self.dest)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -126,12 +124,12 @@ def prepare_rewrite(
     spill_dir: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
 ) -> PreparedRewrite:
-    """Check ``spec`` against ``source`` and the destination, and plan the output files.
+    """Check ``spec`` against ``source`` and plan the output files; nothing at the destination is read.
 
     Refuses (nothing written) a target format that cannot hold the schema (SchemaError), a source without a
-    row fingerprint to prove against, a destination that overlaps the source or holds something else
-    (unless ``overwrite``; a published version never), and a ``spill_dir`` without a shuffle, inside the
-    source or inside the destination.
+    row fingerprint to prove against, a destination that overlaps the source's location (compared as
+    canonical locations: a symlink or another spelling of it is the same place), and a ``spill_dir``
+    without a shuffle, inside the source or inside the destination.
     """
     if spill_dir is not None and not spec.shuffle:
         raise InputError("--spill-dir only applies with --shuffle (only a shuffle writes pass-1 files)")
@@ -157,14 +155,16 @@ def prepare_rewrite(
         )
     src_loc = location(source.location, storage_options)
     dest_loc = location(dest, storage_options)
-    if locations_overlap(src_loc, dest_loc):
+    pattern = source.metadata.get("source_glob")
+    held = claimed_location(src_loc, [s.path for s in source.shards], str(pattern) if pattern else None)
+    if overlaps(held, canonical_location(dest_loc)):
         raise InputError(
             f"destination {redact(dest)} overlaps the location of {source.ref} ({redact(source.location)}); "
-            "write to a folder of its own"
+            "write to a folder of its own; nothing was written"
         )
     spill_root = location(spill_dir, storage_options) if spill_dir is not None else None
     if spill_root is not None:
-        _check_spill_dir(spill_root, src_loc, dest_loc, source)
+        _check_spill_dir(spill_root, held, dest_loc, source)
     rows_per_shard = spec.rows_per_shard
     if spec.shard_size is not None:
         target = parse_size(spec.shard_size, what="--shard-size")
@@ -184,14 +184,8 @@ def prepare_rewrite(
     )
     # How the output was proven; recorded in the lineage, not in the plan (it changes no output byte).
     parameters["proof"] = PROOF_READ_BACK if read_back else PROOF_WRITTEN
-    header, notes = _prepare_destination(dest_loc, plan, overwrite)
-    notes += [f"{change} by {to} (exact: the same values and row fingerprint)" for change in storage.changes]
+    notes = [f"{change} by {to} (exact: the same values and row fingerprint)" for change in storage.changes]
     spill = spill_root.child(f"dsm-spill-{plan.key[:16]}") if spill_root is not None else None
-    before = str(header.get("spill") or "") if header is not None else ""
-    stale = None
-    if before and before != (contract_location(spill) if spill is not None else ""):
-        stale = location(before, storage_options)
-        notes.append(f"the pass-1 files an interrupted run left in {redact(before)} are deleted")
     return PreparedRewrite(
         source=source,
         spec=spec,
@@ -203,60 +197,75 @@ def prepare_rewrite(
         schema=schema,
         parameters=parameters,
         read_back=read_back,
-        header=header,
+        overwrite=overwrite,
         notes=tuple(notes),
         spill=spill,
-        stale_spill=stale,
+        storage_options=dict(storage_options or {}),
         out_schema=storage.schema,
     )
 
 
-def _check_spill_dir(spill: Location, source_loc: Location, dest: Location, source: Contract) -> None:
-    """A spill folder is neither in the source (never written into) nor in the destination (its files
-    would be taken for someone else's). Holding them is fine: the files go to a folder of their own."""
-    if _inside(spill, source_loc):
+def _check_spill_dir(spill: Location, held: str, dest: Location, source: Contract) -> None:
+    """A spill folder is neither in the source (``held``: the canonical place it holds; never written
+    into) nor in the destination (its files would be taken for someone else's), compared as canonical
+    locations. Holding them is fine: the files go to a folder of their own."""
+    place = canonical_location(spill)
+    if is_within(place, held):
         raise InputError(
             f"--spill-dir {redact(spill.url)} is inside the location of {source.ref}; a rewrite never writes "
             "into its source: choose another folder"
         )
-    if _inside(spill, dest):
+    if is_within(place, canonical_location(dest)):
         raise InputError(
             f"--spill-dir {redact(spill.url)} is inside the destination: leave --spill-dir out (the default "
             "is the journal's folder there) or choose a folder outside it"
         )
 
 
-def _inside(a: Location, b: Location) -> bool:
-    """Whether ``a`` is ``b`` or a folder below it."""
-    return a.protocol == b.protocol and (a.root.rstrip("/") + "/").startswith(b.root.rstrip("/") + "/")
-
-
-def _header(job: PreparedRewrite, published: str | None) -> dict[str, Any]:
+def _header(job: PreparedRewrite) -> dict[str, Any]:
     header: dict[str, Any] = {
         "operation": job.spec.operation,
         "source": job.source.ref,
         "outputs": job.plan.paths,
-        "published": published,
+        "published": None,
     }
     if job.spill is not None:
         header["spill"] = contract_location(job.spill)  # absolute on local disk, no credentials
     return header
 
 
+def _recorded_spill(job: PreparedRewrite, header: Mapping[str, Any] | None) -> Location | None:
+    """The ``--spill-dir`` folder this plan's journal records, when it is not this run's: an interrupted
+    run used another one, and its pass-1 files (this plan's) are deleted."""
+    before = str(header.get("spill") or "") if header is not None else ""
+    if not before or before == (contract_location(job.spill) if job.spill is not None else ""):
+        return None
+    return location(before, job.storage_options)
+
+
 def execute_rewrite(
     job: PreparedRewrite,
+    claim: DestinationClaim,
     *,
     workers: int | None = None,
     progress: Progress | None = None,
     executor: Executor | None = None,
 ) -> RewriteOutcome:
-    """Check the source shards, write (or resume) every output file, and prove the rows: CheckFailed, with
-    nothing registered, when a source shard fails its checksum or the rows differ from the source's.
+    """With the destination's ``claim`` held: refuse a destination that holds something else (unless
+    ``overwrite``; a published version never), check the source shards, write (or resume) every output
+    file, and prove the rows: CheckFailed, with nothing registered, when a source shard fails its checksum
+    or the rows differ from the source's.
 
     The units run on ``executor`` (default: this machine's threads), at most ``workers`` at once; the
-    output is the same whatever the executor, the worker count or the retries of a unit.
+    output is the same whatever the executor, the worker count or the retries of a unit. The claim stays
+    with this process (the driver): no unit needs it.
     """
     source, plan = job.source, job.plan
+    claim.check()
+    header, notes = _prepare_destination(job.dest, plan, job.overwrite)
+    stale_spill = _recorded_spill(job, header)
+    if stale_spill is not None:
+        notes.append(f"the pass-1 files an interrupted run left in {redact(stale_spill.url)} are deleted")
     progress = progress or NullProgress()
     runner: Executor = executor if executor is not None else LocalExecutor()
     progress.start(
@@ -265,11 +274,11 @@ def execute_rewrite(
         description=f"{job.spec.operation} {source.ref}",
     )
     try:
-        notes = _check_sources(source, job.source_loc, workers, progress, runner)
-        if job.stale_spill is not None:
-            remove_spill(job.stale_spill)
+        notes += _check_sources(source, job.source_loc, workers, progress, runner)
+        if stale_spill is not None:
+            remove_spill(stale_spill)
         journal = Journal(job.dest, plan.key)
-        journal.write_header(_header(job, None))
+        journal.write_header(_header(job))
         ctx = RewriteContext(
             source=source,
             source_loc=job.source_loc,
@@ -284,7 +293,7 @@ def execute_rewrite(
             read_back=job.read_back,
         )
         _sweep(ctx)
-        results, resumed = _run(ctx, workers, runner, progress, resume=job.header is not None)
+        results, resumed = _run(ctx, workers, runner, progress, resume=header is not None)
         # A unit whose worker died was run again under a new temporary name; the old one goes now.
         _sweep(ctx)
     finally:
@@ -312,14 +321,19 @@ def execute_rewrite(
     )
 
 
-def finish_rewrite(job: PreparedRewrite, published: str) -> None:
-    """Record at the destination that the plan is published as ``published``; drop its unit records and
-    its shuffle's pass-1 files (in ``--spill-dir`` too)."""
-    journal = Journal(job.dest, job.plan.key)
-    journal.write_header(_header(job, published))
-    journal.clear_units()
-    if job.spill is not None:
-        remove_spill(job.spill)
+def finish_rewrite(job: PreparedRewrite, claim: DestinationClaim) -> None:
+    """Once the new version is published: delete this plan's journal, its shuffle's pass-1 files in
+    ``--spill-dir`` (this run's, and one an interrupted run recorded) and the claim, so that the folder
+    holds the data files alone (a journal of another plan is not this rewrite's to delete)."""
+    claim.confirm()
+    header = Journal.read_header(job.dest)
+    if header is not None and header.get("plan") == job.plan.key:  # else a finished run removed them
+        for spill in (_recorded_spill(job, header), job.spill):
+            if spill is not None:
+                remove_spill(spill)
+    if header is None or header.get("plan") == job.plan.key:
+        Journal(job.dest, job.plan.key).remove()
+    claim.remove()
 
 
 def _sweep(ctx: RewriteContext) -> None:

@@ -24,7 +24,7 @@ from dsm.formats import Format, get_format
 from dsm.hashing.permutation import SHUFFLE_ALGORITHM
 from dsm.rewrite.execute import iter_range
 from dsm.rewrite.plan import SourceRange, check_layout, row_group_rows
-from dsm.storage import Location
+from dsm.storage import Location, canonical_location, overlaps
 
 __all__ = [
     "OPERATIONS",
@@ -224,11 +224,9 @@ def target_format(source: Contract, to: str, options: Mapping[str, Any]) -> Form
 
 
 def locations_overlap(a: Location, b: Location) -> bool:
-    """Whether one location contains the other (a rewrite must never write into its own source)."""
-    if a.protocol != b.protocol:
-        return False
-    x, y = a.root.rstrip("/") + "/", b.root.rstrip("/") + "/"
-    return x.startswith(y) or y.startswith(x)
+    """Whether one location contains the other, compared as canonical locations (a symlink, ``s3a://`` for
+    ``s3://``, ``./`` and ``//`` all name the same place): a rewrite must never write into its own source."""
+    return overlaps(canonical_location(a), canonical_location(b))
 
 
 class _CountingSink:

@@ -16,7 +16,14 @@
 ('memory', [])
 """
 
-from dsm.storage.canonical import canonical_location, canonical_url, is_within
+from dsm.storage.canonical import (
+    canonical_location,
+    canonical_url,
+    claimed_location,
+    glob_of,
+    is_within,
+    overlaps,
+)
 from dsm.storage.location import (
     TEMP_MARKER,
     FileInfo,
@@ -35,11 +42,14 @@ __all__ = [
     "Location",
     "canonical_location",
     "canonical_url",
+    "claimed_location",
     "compare_and_swap",
+    "glob_of",
     "is_temporary",
     "is_within",
     "location",
     "options_for",
+    "overlaps",
     "protocol_of",
     "public_url",
     "redact",

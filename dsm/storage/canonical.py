@@ -22,14 +22,16 @@ delete something it should keep.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import posixpath
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dsm.storage.location import Location, location
 
-__all__ = ["canonical_location", "canonical_url", "is_within"]
+__all__ = ["canonical_location", "canonical_url", "claimed_location", "glob_of", "is_within", "overlaps"]
 
 # Protocols that name the same store, and the name their canonical values use.
 _FAMILY = {"s3a": "s3", "abfs": "az", "abfss": "az", "adl": "az", "gcs": "gs", "local": "file"}
@@ -49,8 +51,8 @@ def canonical_location(loc: Location, rel: str = "") -> str:
     """The canonical value of ``rel`` under ``loc`` (of ``loc`` itself when ``rel`` is empty).
 
     >>> from dsm.storage import location
-    >>> canonical_location(location("memory://c/a"), "b/../part-0.parquet")
-    'memory://c/a/part-0.parquet'
+    >>> canonical_location(location("memory://c/a"), "./b//part-0.parquet")
+    'memory://c/a/b/part-0.parquet'
     """
     path = loc.path(rel) if rel else loc.root
     if loc.is_local:
@@ -78,3 +80,35 @@ def is_within(child: str, parent: str) -> bool:
     if parent.endswith(":/") or parent.endswith(":"):  # the root of a scheme ("file:///")
         return child.startswith(parent.rstrip("/") + "/")
     return child == parent or child.startswith(parent + "/")
+
+
+def overlaps(a: str, b: str) -> bool:
+    """Whether canonical values ``a`` and ``b`` are the same place or one lies below the other.
+
+    >>> overlaps("file:///data", "file:///data/web/v1"), overlaps("file:///data/a", "file:///data/b")
+    (True, False)
+    """
+    return is_within(a, b) or is_within(b, a)
+
+
+def glob_of(path: str) -> str:
+    """The glob that matches exactly ``path`` (``[``, ``*`` and ``?`` escaped): how a dataset registered
+    from one file records that file as its ``source_glob``.
+
+    >>> glob_of("odd[1]*.parquet")
+    'odd[[]1][*].parquet'
+    """
+    return re.sub(r"([*?\[])", r"[\1]", path)
+
+
+def claimed_location(loc: Location, paths: Sequence[str], pattern: str | None) -> str:
+    """The canonical place a dataset at ``loc`` with shard ``paths`` holds: its location, or its one file
+    when it was registered from that file alone (``pattern`` is exactly :func:`glob_of` of it)."""
+    if (
+        pattern
+        and len(paths) == 1
+        and glob_of(paths[0]) == pattern
+        and fnmatch.fnmatchcase(paths[0], pattern)
+    ):
+        return canonical_location(loc, paths[0])
+    return canonical_location(loc)

@@ -26,6 +26,7 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from dsm.errors import ConflictError, DatasetNotFound, InputError, StorageError
+from dsm.paths import path_problem
 from dsm.storage.options import LOCAL_PROTOCOLS, options_for, protocol_of, storage_options_from_env
 from dsm.storage.secrets import URL_USERINFO, redact, remember_option_secrets, remember_secret
 from dsm.storage.stores import ObjectStore, install_hint, store_for
@@ -128,9 +129,13 @@ class Location:
         return self.is_local or self.store.atomic
 
     def path(self, rel: str = "") -> str:
-        """The filesystem path of ``rel`` under the root."""
+        """The filesystem path of ``rel`` under the root; InputError for a ``rel`` that would leave it
+        (absolute, or with a ``..`` part: :func:`dsm.paths.path_problem`)."""
         if not rel:
             return self.root
+        problem = path_problem(rel)
+        if problem is not None:
+            raise InputError(f"path {rel!r} under {redact(self.url)} {problem}; nothing was read or written")
         return posixpath.join(self.root, rel) if self.root else rel
 
     def url_of(self, rel: str) -> str:

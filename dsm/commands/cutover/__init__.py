@@ -15,9 +15,10 @@ One process at a time runs a cutover (a lease with a heartbeat); a killed run is
 :func:`resume_cutover`, each stage continuing or finding its work done. Until ``complete`` starts,
 :func:`rollback_cutover` puts the alias back on the untouched source. See docs/cutover.md.
 
-This module is the API (the seven functions); the parts are :mod:`~dsm.commands.cutover.spec` (what the
-cutover does: the journal's ``created`` record), :mod:`~dsm.commands.cutover.runner` (lease, stages in
-order, hooks, reports), :mod:`~dsm.commands.cutover.stages`, :mod:`~dsm.commands.cutover.plan`,
+This module is the API (the seven functions, and :func:`shadow_report`, the shadow stage's bench report);
+the parts are :mod:`~dsm.commands.cutover.spec` (what the cutover does: the journal's ``created`` record),
+:mod:`~dsm.commands.cutover.runner` (lease, stages in order, hooks, reports),
+:mod:`~dsm.commands.cutover.stages`, :mod:`~dsm.commands.cutover.plan`,
 :mod:`~dsm.commands.cutover.state`, :mod:`~dsm.commands.cutover.journal`, :mod:`~dsm.commands.cutover.lease`,
 :mod:`~dsm.commands.cutover.prices`, :mod:`~dsm.commands.cutover.estimate`,
 :mod:`~dsm.commands.cutover.speed` and :mod:`~dsm.commands.cutover.shadow`.
@@ -49,7 +50,7 @@ from dsm.commands.cutover.runner import (
     with_lease,
 )
 from dsm.commands.cutover.spec import CutoverSpec
-from dsm.commands.cutover.stages import StageContext, old_version_check, restore_alias
+from dsm.commands.cutover.stages import SHADOW_REPORT, StageContext, old_version_check, restore_alias
 from dsm.commands.cutover.stages import discard_target as discard_target_files
 from dsm.commands.cutover.state import stage_index
 from dsm.engine import Executor, Progress
@@ -69,6 +70,7 @@ __all__ = [
     "resume_cutover",
     "rollback_cutover",
     "run_cutover",
+    "shadow_report",
     "start_cutover",
 ]
 
@@ -481,3 +483,18 @@ def list_cutovers(
         for cid in cutover_ids(reg, dataset):
             reports.append(report(reg, journal_of(reg, dataset, cid), storage_options))
     return sorted(reports, key=lambda r: r.id)
+
+
+def shadow_report(
+    cutover_id: str,
+    *,
+    registry: str | Registry | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> str | None:
+    """The HTML report of the ``dsm bench --compare`` the cutover's shadow stage ran (old against new, with
+    its gates), kept beside the journal; None when the shadow has not run (or ran before dsm kept it)."""
+    reg = open_registry(registry, storage_options)
+    journal = find_cutover(reg, cutover_id)
+    if not journal.loc.exists(SHADOW_REPORT):
+        return None
+    return journal.loc.read_bytes(SHADOW_REPORT).decode("utf-8")

@@ -13,53 +13,19 @@ state of the cutover is derived from the records alone (:func:`dsm.commands.cuto
 
 from __future__ import annotations
 
-import getpass
 import json
-import os
 import re
-import socket
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from dsm.commands.cutover.state import EVENTS, CutoverState, derive_state, now_text
 from dsm.errors import ConflictError, ContractError, InputError
 from dsm.storage import Location, redact
+from dsm.storage.lease import Owner, current_owner
 
 __all__ = ["JOURNAL_FORMAT", "CutoverJournal", "Owner", "current_owner"]
 
 JOURNAL_FORMAT = "dsm-cutover-journal-v1"
 _RECORD = re.compile(r"^(\d{6,})\.json$")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Owner:
-    """Who acts on a cutover: host, process id and user (written into records and leases)."""
-
-    host: str
-    pid: int
-    user: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"host": self.host, "pid": self.pid, "user": self.user}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Owner:
-        return cls(
-            host=str(data.get("host", "?")), pid=int(data.get("pid", 0)), user=str(data.get("user", "?"))
-        )
-
-    def describe(self) -> str:
-        return f"{self.user}@{self.host} pid {self.pid}"
-
-
-def current_owner() -> Owner:
-    """This process."""
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):  # no user name in a bare container
-        user = str(os.getuid()) if hasattr(os, "getuid") else "?"
-    return Owner(host=socket.gethostname(), pid=os.getpid(), user=user)
 
 
 class CutoverJournal:

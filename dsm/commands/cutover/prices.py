@@ -16,8 +16,7 @@ from dataclasses import dataclass, fields
 from importlib import resources
 from typing import Any
 
-import yaml
-
+from dsm.contract import check_contract_size, load_yaml
 from dsm.errors import ContractError
 from dsm.storage import location, redact
 
@@ -144,16 +143,14 @@ def load_yaml_table(
     """(the parsed YAML, its source) of a table users can replace (the price table, the storage classes):
     the file at ``path`` (any fsspec URL), or ``resource`` shipped in ``package`` when ``path`` is None."""
     if path is None:
-        text = resources.files(package).joinpath(resource).read_text(encoding="utf-8")
+        text: str | bytes = resources.files(package).joinpath(resource).read_text(encoding="utf-8")
         source = "built-in"
     else:
         parent, _, name = str(path).rstrip("/").rpartition("/")
         loc = location(parent or ".", storage_options)
         if not loc.exists(name):
             raise ContractError(f"{what} {redact(str(path))} does not exist")
-        text = loc.read_bytes(name).decode("utf-8")
         source = redact(str(path))
-    try:
-        return yaml.safe_load(text), source
-    except yaml.YAMLError as exc:
-        raise ContractError(f"{source}: not valid YAML: {exc}") from None
+        check_contract_size(loc.size(name), source)
+        text = loc.read_bytes(name)
+    return load_yaml(text, source=source), source

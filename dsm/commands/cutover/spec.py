@@ -19,8 +19,9 @@ from dsm.contract import Contract
 from dsm.errors import InputError
 from dsm.formats import get_format
 from dsm.registry import Registry, parse_reference
-from dsm.rewrite.spec import RewriteSpec, locations_overlap
-from dsm.storage import location, public_url, redact
+from dsm.rewrite.plan import check_shard_count
+from dsm.rewrite.spec import RewriteSpec
+from dsm.storage import public_url, redact
 from dsm.units import parse_duration, parse_number, parse_rate, parse_workers
 
 __all__ = ["CutoverSpec", "ShadowGates"]
@@ -229,15 +230,9 @@ class CutoverSpec:
                 "--to holds a credential; give the destination without it and the credential through the "
                 "environment or --storage-option (a journal never stores one)"
             )
-        if _overlap(destination, source.location, storage_options):
-            raise InputError(
-                f"the destination {destination} overlaps the location of {source.ref}; "
-                "choose a folder of its own"
-            )
-        if _overlap(destination, reg.url, storage_options):
-            raise InputError(
-                f"the destination {destination} overlaps the registry; choose a folder of its own"
-            )
+        # Against every version of every dataset (the source among them) and the registry, compared as
+        # canonical locations: before anything is written, the plan's sample included.
+        reg.catalog(storage_options).refuse_destination(destination, doing=f"cutover of {source.ref}")
         target_format = format or source.format
         get_format(target_format)  # an unknown name fails here, before anything is written
         layout = ("num_shards", "shard_size", "rows_per_shard")
@@ -251,6 +246,8 @@ class CutoverSpec:
             for k in ("compression", "compression_level", "row_group_size", "format_options")
         }
         if resharding:
+            if rewrite.get("num_shards") is not None:  # the plan's layout would refuse it: say so at start
+                check_shard_count(rewrite["num_shards"], source.total_rows or 0, what=source.ref)
             rewrite_spec = RewriteSpec.reshard(
                 **{k: rewrite.get(k) for k in (*layout, "seed")},
                 shuffle=bool(rewrite.get("shuffle")),
@@ -293,7 +290,3 @@ class CutoverSpec:
             skip_readiness=skipped,
         )
         return spec, source
-
-
-def _overlap(a: str, b: str, storage_options: Mapping[str, Any] | None) -> bool:
-    return bool(locations_overlap(location(a, storage_options), location(b, storage_options)))

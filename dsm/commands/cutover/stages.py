@@ -10,9 +10,10 @@ The runner is :mod:`dsm.commands.cutover.runner`; the plan stage's figures come 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,10 +28,14 @@ from dsm.contract import Contract
 from dsm.engine import Executor, Progress
 from dsm.errors import InputError, StageCheckFailed
 from dsm.registry import Registry
-from dsm.rewrite.journal import JOURNAL_DIR, JOURNAL_FILE, Journal, remove_temporaries
-from dsm.storage import TEMP_MARKER, Location, location, redact
+from dsm.rewrite.journal import JOURNAL_DIR, JOURNAL_FILE, DestinationClaim, Journal, remove_temporaries
+from dsm.storage import TEMP_MARKER, Location, canonical_location, location, redact
+
+SHADOW_REPORT = "shadow-bench.html"
+"""The shadow stage's ``dsm bench --compare`` HTML report, in the cutover's folder of the registry."""
 
 __all__ = [
+    "SHADOW_REPORT",
     "STAGE_FUNCTIONS",
     "StageContext",
     "checksums_digest",
@@ -251,6 +256,8 @@ def stage_shadow(ctx: StageContext) -> dict[str, Any]:
         max_p99=gates.max_p99,
         min_throughput=gates.min_throughput,
         max_errors=0,
+        # The whole report beside the journal (the evidence keeps its figures): what `dsm serve` shows.
+        output=ctx.journal.loc.url_of(SHADOW_REPORT),
         registry=ctx.registry,
         storage_options=ctx.storage_options,
     )
@@ -277,6 +284,7 @@ def stage_shadow(ctx: StageContext) -> dict[str, Any]:
     ]
     evidence = {
         "bench": {
+            "report": SHADOW_REPORT,
             "passed": report.passed,
             "mode": report.mode,
             "metric": metric,
@@ -365,25 +373,40 @@ def stage_switch(ctx: StageContext) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------- complete
 
 
-def _shared_with_others(registry: Registry, old: Contract) -> list[str]:
-    """Versions (of any dataset) other than ``old``, not retired, that list one of its files."""
-    paths = {s.path for s in old.shards}
-    found = []
-    for name in registry.names():
-        for version in registry.versions(name):
-            if name == old.name and version == old.version:
-                continue
-            other = registry.get(name, version)
-            if other.status == "retired" or other.location != old.location:
-                continue
-            if paths & {s.path for s in other.shards}:
-                found.append(other.ref)
-    return found
+def guarded_deletion(
+    registry: Registry, loc: Location, paths: Iterable[str], *, owner: Contract | None, storage_options: Any
+) -> tuple[list[tuple[str, int]], list[dict[str, Any]]]:
+    """Which of ``paths`` (under ``loc``) may be deleted: ``(deletable [(path, bytes)], kept [{path,
+    reason}])``. A file is kept when any version of any dataset other than ``owner`` lists it (canonical
+    locations compared: a dataset registered from a parent folder or through a symlink lists the same
+    file), or when its size is no longer the one ``owner`` recorded (it is not the file dsm listed);
+    files already gone are neither."""
+    catalog = registry.catalog(storage_options)
+    exclude = {(owner.name, owner.version or 0)} if owner is not None else set()
+    listed = catalog.listed_files(exclude=exclude)
+    recorded = {s.path: s.bytes for s in owner.shards} if owner is not None else {}
+    present = {f.path: f.size for f in loc.list_files()} if loc.exists() else {}
+    deletable: list[tuple[str, int]] = []
+    kept: list[dict[str, Any]] = []
+    for path in sorted(set(paths)):
+        if path not in present:
+            continue
+        others = listed.get(canonical_location(loc, path))
+        if others:
+            kept.append({"path": path, "reason": f"listed by {', '.join(sorted(set(others))[:5])}"})
+        elif path in recorded and present[path] != recorded[path]:
+            kept.append(
+                {"path": path, "reason": f"size {present[path]}, not the {recorded[path]} bytes listed"}
+            )
+        else:
+            deletable.append((path, present[path]))
+    return deletable, kept
 
 
 def delete_old_data(ctx: StageContext, old: Contract) -> dict[str, Any]:
     """Delete the files ``old``'s contract lists (never the folder, never other files) once no alias
-    points at it and no other version lists them; mark it retired first so no alias can move to it."""
+    points at it; mark it retired first so no alias can move to it. A file another version of any dataset
+    lists, compared by canonical location, is kept (and said so), as is one whose size changed."""
     reg, name = ctx.registry, ctx.name
     status = reg.statuses(name).get(old.version or 0)
     ours = status is not None and status.status == "retired" and status.by == ctx.journal.id
@@ -394,13 +417,6 @@ def delete_old_data(ctx: StageContext, old: Contract) -> dict[str, Any]:
                 f"{old.ref} is still the version of alias(es) {', '.join(pointing)}: its data is never "
                 "deleted while an alias points to it; move them, then `dsm cutover resume` again",
                 {"aliases_pointing": pointing},
-            )
-        shared = _shared_with_others(reg, old)
-        if shared:
-            raise StageCheckFailed(
-                f"files of {old.ref} are also listed by {', '.join(shared[:5])}: they are not deleted; "
-                "retire those versions first, or complete without --delete-old",
-                {"shared_with": shared},
             )
         reg.set_status(
             name,
@@ -423,19 +439,26 @@ def delete_old_data(ctx: StageContext, old: Contract) -> dict[str, Any]:
                 f"alias {pointing[0]} was moved to {old.ref} meanwhile: its data was not deleted"
             )
     loc = location(old.location, ctx.storage_options)
-    removed = missing = removed_bytes = 0
-    for shard in old.shards:
-        if loc.exists(shard.path):
-            loc.remove(shard.path)
-            removed += 1
-            removed_bytes += shard.bytes
-        else:
-            missing += 1
+    deletable, kept = guarded_deletion(
+        reg, loc, [s.path for s in old.shards], owner=old, storage_options=ctx.storage_options
+    )
+    removed_bytes = 0
+    for path, size in deletable:
+        loc.remove(path)
+        removed_bytes += size
+    gone = len(old.shards) - len(deletable) - len(kept)
+    if kept:
+        ctx.notes.append(
+            f"{len(kept)} file(s) of {old.ref} were kept: another version lists them, or they changed "
+            f"(first: {kept[0]['path']}, {kept[0]['reason']})"
+        )
     return {
         "location": old.location,
-        "files_removed": removed,
+        "files_removed": len(deletable),
         "bytes_removed": removed_bytes,
-        "files_already_gone": missing,
+        "files_already_gone": gone,
+        "files_kept": kept[:100],
+        "files_kept_count": len(kept),
         "folder_kept": True,
     }
 
@@ -511,28 +534,39 @@ def discard_target(ctx: StageContext, target_version: int | None) -> dict[str, A
                 reason=f"data discarded by the rollback of cutover {ctx.journal.id}",
                 by=ctx.journal.id,
             )
-    header = Journal.read_header(dest)
-    if header is not None:
-        files |= {str(p) for p in header.get("outputs") or []}
-    removed = removed_bytes = 0
-    for path in sorted(files):
-        if dest.exists(path):
-            removed_bytes += dest.size(path)
+    # Nobody else writes the destination while its files go: another rewrite there gets "busy" (exit 3),
+    # and a claim its copy left when it died is stale (DestinationClaim), then removed with the journal.
+    with DestinationClaim(dest).take() if dest.exists() else contextlib.nullcontext():
+        header = Journal.read_header(dest)
+        if header is not None:
+            files |= {str(p) for p in header.get("outputs") or []}
+        owner = reg.get(name, target_version) if target_version is not None else None
+        deletable, kept = guarded_deletion(reg, dest, files, owner=owner, storage_options=ctx.storage_options)
+        removed_bytes = 0
+        for path, size in deletable:
             dest.remove(path)
-            removed += 1
-    journal_files = [f"{JOURNAL_DIR}/{f.path}" for f in dest.child(JOURNAL_DIR).list_files()]
-    if header is not None:
-        journal_files.append(JOURNAL_FILE)
-    for path in journal_files:
-        if dest.exists(path):
-            dest.remove(path)
-    temporaries = remove_temporaries(dest, files) + _remove_plan_samples(dest)
+            removed_bytes += size
+        removed = len(deletable)
+        journal_files = [f"{JOURNAL_DIR}/{f.path}" for f in dest.child(JOURNAL_DIR).list_files()]
+        if header is not None:
+            journal_files.append(JOURNAL_FILE)
+        for path in journal_files:
+            if dest.exists(path):
+                dest.remove(path)
+        temporaries = remove_temporaries(dest, files) + _remove_plan_samples(dest)
+    if kept:
+        ctx.notes.append(
+            f"{len(kept)} file(s) at {redact(dest.url)} were kept: another version lists them, or they "
+            f"changed (first: {kept[0]['path']}, {kept[0]['reason']})"
+        )
     return {
         "location": redact(dest.url),
         "files_removed": removed,
         "bytes_removed": removed_bytes,
         "journal_files_removed": len(journal_files),
         "temporaries_removed": temporaries,
+        "files_kept": kept[:100],
+        "files_kept_count": len(kept),
         "target_retired": target_version is not None,
         "folder_kept": True,
     }

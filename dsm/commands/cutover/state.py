@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from dsm.errors import ContractError, InputError
-from dsm.units import parse_duration
+from dsm.units import format_time, parse_duration
 
 __all__ = [
     "EVENTS",
@@ -57,11 +57,6 @@ PHASES = ("created", "running", "paused", "failed", "completed", "rolling_back",
 """``created``: no stage has run; ``running``: a stage started and has not ended (it runs, or its process
 died: the lease tells); ``paused``: between stages; ``failed``: the last stage (or its hook) failed;
 ``completed``, ``rolling_back``, ``rolled_back``."""
-
-
-def format_time(moment: datetime) -> str:
-    """``2026-11-30T10:00:00.123Z``: the timestamps of journal records (UTC, milliseconds)."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
 def parse_time(text: str) -> datetime:
