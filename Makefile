@@ -3,11 +3,27 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 TORCH_CPU ?= torch==2.13.0+cpu
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml setup.py dsm/hashing/_rowhash.c | cksum | cut -d' ' -f1)
 
-.PHONY: demo test lint typecheck unit install browser bench clean screenshots
+.PHONY: demo test lint typecheck unit install kernel-deps browser bench clean screenshots
 
-$(STAMP): pyproject.toml
+# The compiled fingerprint kernel (dsm/hashing/_rowhash.c) needs a C compiler and xxhash.h. As root on Debian/Ubuntu
+# they are installed here when missing; elsewhere, or if apt-get fails, dsm is built without the kernel and
+# computes the same fingerprints on its slower pure-Python path (`--json` provenance says so).
+kernel-deps:
+	@if ! printf '#include <xxhash.h>\n' | $${CC:-cc} -E -x c - >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing gcc and libxxhash-dev for the compiled fingerprint kernel"; \
+			export DEBIAN_FRONTEND=noninteractive; \
+			apt-get install -y -qq gcc libxxhash-dev >/dev/null 2>&1 || \
+			{ apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq gcc libxxhash-dev >/dev/null 2>&1; } || \
+			echo "could not install gcc and libxxhash-dev: dsm will use its pure-Python fingerprint path"; \
+		else \
+			echo "no xxhash.h (Debian/Ubuntu: apt-get install gcc libxxhash-dev): dsm will use its pure-Python fingerprint path"; \
+		fi; \
+	fi
+
+$(STAMP): pyproject.toml setup.py dsm/hashing/_rowhash.c | kernel-deps
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# The CPU build of torch where this machine has one (the CUDA build is several GB; no test uses a GPU).
@@ -55,8 +71,12 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
+# Tests run in PYTEST_WORKERS processes (pytest-xdist), a test file to each: the suite waits on servers, browsers
+# and subprocesses as much as it computes, and each worker starts the servers its files need.
+PYTEST_WORKERS ?= 2
+
 unit: install browser
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 test: lint typecheck unit
 

@@ -1,14 +1,20 @@
-"""Timing whole processes against a peer in the same run: alternate A and B, report medians and the ratio."""
+"""Timing whole processes against a peer in the same run: alternate A and B, report medians and the ratio.
+
+Wall seconds and CPU seconds (user + system of the process and every child it waited for, from the
+kernel's accounting) are both kept: where dsm and its peer use the cores differently, the CPU ratio says
+how much work each did, the wall ratio how long a user waits.
+"""
 
 from __future__ import annotations
 
+import resource
 import statistics
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Comparison", "compare", "run_timed"]
+__all__ = ["Comparison", "compare", "run_measured", "run_timed"]
 
 
 @dataclass(frozen=True)
@@ -18,67 +24,91 @@ class Comparison:
     peer: list[float]
     ours_rss_mb: float
     peer_rss_mb: float
+    ours_cpu: list[float]
+    peer_cpu: list[float]
 
     @property
     def ratio(self) -> float:
         return statistics.median(a / b for a, b in zip(self.ours, self.peer, strict=True))
 
+    @property
+    def cpu_ratio(self) -> float:
+        return statistics.median(a / b for a, b in zip(self.ours_cpu, self.peer_cpu, strict=True))
+
     def row(self) -> str:
         return (
             f"| {self.name} | {statistics.median(self.ours):.2f} s | {statistics.median(self.peer):.2f} s "
-            f"| {self.ratio:.2f}x | {self.ours_rss_mb:.0f} MB | {self.peer_rss_mb:.0f} MB |"
+            f"| {self.ratio:.2f}x | {statistics.median(self.ours_cpu):.2f} s "
+            f"| {statistics.median(self.peer_cpu):.2f} s | {self.cpu_ratio:.2f}x "
+            f"| {self.ours_rss_mb:.0f} MB | {self.peer_rss_mb:.0f} MB |"
         )
 
 
 HEADER = (
-    "| job | dsm (median) | peer (median) | ratio dsm/peer | dsm peak RSS | peer peak RSS |\n"
-    "|---|---|---|---|---|---|"
+    "| job | dsm wall | peer wall | wall dsm/peer | dsm CPU | peer CPU | CPU dsm/peer | dsm peak RSS "
+    "| peer peak RSS |\n|---|---|---|---|---|---|---|---|---|"
 )
+
+
+def run_measured(command: Sequence[str]) -> tuple[float, float]:
+    """Wall and CPU seconds (user + system, children included) of one run; fails loudly on a non-zero exit."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} exited {done.returncode}: {done.stderr.decode()[-2000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
 
 
 def run_timed(command: Sequence[str]) -> float:
     """Wall seconds of one run of ``command``; fails loudly on a non-zero exit."""
-    start = time.perf_counter()
-    done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
-    wall = time.perf_counter() - start
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} exited {done.returncode}: {done.stderr.decode()[-2000:]}")
-    return wall
+    return run_measured(command)[0]
 
 
 def peak_rss_mb(command: Sequence[str]) -> float:
-    """Peak RSS (MB) of one run: the kernel's accounting of that child alone (spawned, not forked, so
-    the parent's memory is not counted)."""
-    import os
-    import shutil
-
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    program = shutil.which(command[0]) or command[0]
-    pid = os.posix_spawn(
-        program,
-        list(command),
-        dict(os.environ),
-        file_actions=[
-            (os.POSIX_SPAWN_DUP2, devnull, 1),
-            (os.POSIX_SPAWN_DUP2, devnull, 2),
-        ],
-    )
-    os.close(devnull)
-    _, status, usage = os.wait4(pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{' '.join(command)} failed")
-    return usage.ru_maxrss / 1024
+    """Peak RSS (MB) of one run, by ``/usr/bin/time``: the largest of the command and the children it
+    waited for (a child spawned straight from this process would inherit this process's high-water mark)."""
+    timed = ["/usr/bin/time", "-f", "%M", *command]
+    done = subprocess.run(timed, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed: {done.stderr.decode()[-2000:]}")
+    return int(done.stderr.decode().strip().splitlines()[-1]) / 1024
 
 
 def compare(
-    name: str, ours: Sequence[str], peer: Sequence[str], *, runs: int = 5, warmup: int = 1
+    name: str,
+    ours: Sequence[str],
+    peer: Sequence[str],
+    *,
+    runs: int = 5,
+    warmup: int = 1,
+    before_ours: Callable[[], None] | None = None,
 ) -> Comparison:
-    """Run ``ours`` and ``peer`` alternately (after ``warmup`` runs of each); walls per pair and peak RSS."""
+    """Run ``ours`` and ``peer`` alternately (after ``warmup`` runs of each); walls, CPU and peak RSS.
+
+    ``before_ours`` runs (untimed) before every run of ``ours``, to reset what it changes.
+    """
+    prepare = before_ours or (lambda: None)
     for _ in range(warmup):
-        run_timed(ours)
-        run_timed(peer)
-    ours_walls, peer_walls = [], []
+        prepare()
+        run_measured(ours)
+        run_measured(peer)
+    ours_runs, peer_runs = [], []
     for _ in range(runs):
-        ours_walls.append(run_timed(ours))
-        peer_walls.append(run_timed(peer))
-    return Comparison(name, ours_walls, peer_walls, peak_rss_mb(ours), peak_rss_mb(peer))
+        prepare()
+        ours_runs.append(run_measured(ours))
+        peer_runs.append(run_measured(peer))
+    prepare()
+    ours_rss = peak_rss_mb(ours)
+    return Comparison(
+        name,
+        [w for w, _ in ours_runs],
+        [w for w, _ in peer_runs],
+        ours_rss,
+        peak_rss_mb(peer),
+        [c for _, c in ours_runs],
+        [c for _, c in peer_runs],
+    )

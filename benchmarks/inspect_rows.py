@@ -18,8 +18,8 @@ Then, each job a subprocess (start-up included), run alternately with its peer:
 Wall seconds come from a clock around each run, CPU seconds (user + system) and peak RSS from GNU time
 (``/usr/bin/time``, Debian package ``time``); the report gives medians and the median of the per-pair ratios.
 
-    .venv/bin/python benchmarks/inspect_rows.py                   # 1 GB under bench-data/inspect
-    .venv/bin/python benchmarks/inspect_rows.py --size 0.1 --runs 3   # a quick run
+    .venv/bin/python benchmarks/inspect_rows.py              # 1 GB under bench-data/inspect
+    .venv/bin/python benchmarks/inspect_rows.py --size 0.1 --runs 3  # a quick run
 """
 
 from __future__ import annotations

@@ -1,21 +1,29 @@
 """Rewrite benchmark: ``dsm reshard`` / ``dsm convert-format`` against DuckDB's ``COPY`` doing the same job.
 
-Makes a text-heavy Parquet corpus (id, url, text of 1-4 KB, a few numeric fields; zstd) of each size asked,
-registers it, then times, each as a subprocess so start-up is included and peak RSS comes from
-``/usr/bin/time -v``:
+Makes Parquet corpora of each shape and size asked, registers each, then times, each as a subprocess so
+start-up is included (wall and CPU seconds and peak RSS from ``/usr/bin/time -v``):
 
 1. reshard Parquet -> Parquet (zstd, 8 files)   vs  COPY (SELECT * FROM read_parquet(..)) TO .. (zstd)
 2. convert Parquet -> JSONL                     vs  COPY .. TO .. (FORMAT json)
 3. convert JSONL -> Parquet (zstd)              vs  COPY (SELECT * FROM read_json(.., columns=..)) TO ..
 4. shuffled reshard (seed 7, 8 files)           vs  COPY (SELECT * .. ORDER BY hash(id + 7)) TO ..
 
+Shapes (``--shapes``):
+
+- ``text``: id, url, text of 1-4 KB, a few numeric fields; 128 MB shards, row groups of 16,384 rows;
+- ``one-group``: the same rows in files of 200,000 rows, each one row group;
+- ``small-groups``: the same rows in 128 MB shards of 1,024-row row groups;
+- ``numeric``: short rows of 48 numeric columns (int64, int32, float64, float32, timestamps); 128 MB shards,
+  row groups of 131,072 rows.
+
 Both tools use every core. dsm also checks every source checksum, takes every written file's checksum and
 row fingerprint (from the bytes and batches as they are written: its default proof), proves the dataset
-fingerprint and registers the result; DuckDB does none of that. Targets: unshuffled jobs at most 1.0x DuckDB's
-wall time, shuffled at most 2.0x, dsm's peak RSS under 1 GiB and flat across sizes.
+fingerprint and registers the result; DuckDB does none of that. Targets: reshard at most 0.9x DuckDB's wall
+time, Parquet -> JSONL at most 0.8x, JSONL -> Parquet at most 1.0x, shuffled at most 1.2x; dsm's peak RSS
+under 1 GiB and flat across sizes.
 
-    .venv/bin/python benchmarks/rewrite.py                 # sizes 0.5 and 1.0 GB, data under bench-data/
-    .venv/bin/python benchmarks/rewrite.py --sizes 0.1     # a quick run
+    .venv/bin/python benchmarks/rewrite.py                               # every shape at 0.5 and 1.0 GB
+    .venv/bin/python benchmarks/rewrite.py --sizes 0.1 --shapes numeric  # a quick run
 """
 
 from __future__ import annotations
@@ -38,7 +46,6 @@ ROOT = Path(__file__).resolve().parent.parent
 DSM = str(ROOT / ".venv" / "bin" / "dsm")
 PYTHON = sys.executable
 SHARD_BYTES = 128 << 20
-ROW_GROUP_ROWS = 16_384
 _WORDS = 6000
 
 
@@ -54,24 +61,84 @@ def _pool(rng: np.random.Generator, size: int) -> bytes:
     return text[:size]
 
 
+@dataclass(frozen=True)
+class Shape:
+    """How a corpus is laid out: its rows, rows per file (None: by size) and rows per row group."""
+
+    name: str
+    numeric: bool
+    row_group_rows: int
+    file_rows: int | None = None
+
+
+SHAPES = {
+    shape.name: shape
+    for shape in (
+        Shape("text", numeric=False, row_group_rows=16_384),
+        Shape("one-group", numeric=False, row_group_rows=200_000, file_rows=200_000),
+        Shape("small-groups", numeric=False, row_group_rows=1_024),
+        Shape("numeric", numeric=True, row_group_rows=131_072),
+    )
+}
+
+
 def make_corpus(
-    folder: Path, target_bytes: int, seed: int = 1, text_bytes: tuple[int, int] = (1024, 4096)
+    folder: Path,
+    target_bytes: int,
+    shape: Shape = SHAPES["text"],
+    seed: int = 1,
+    text_bytes: tuple[int, int] = (1024, 4096),
 ) -> None:
-    """Parquet shards of ~128 MB until ``target_bytes`` are written (row groups of 16,384 rows); each text is
-    ``text_bytes`` long (inclusive range)."""
+    """Parquet shards until ``target_bytes`` are written: ~128 MB each (or ``file_rows`` rows each); each text
+    is ``text_bytes`` long (inclusive range)."""
     folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
-    pool = _pool(rng, 64 << 20)
+    pool = b"" if shape.numeric else _pool(rng, 64 << 20)
+    schema = _numeric_schema() if shape.numeric else _schema()
     written, next_id, shard = 0, 0, 0
     while written < target_bytes:
         path = folder / f"corpus-{shard:05d}.parquet"
-        with pq.ParquetWriter(path, _schema(), compression="zstd") as writer:
+        rows_in_file = 0
+        with pq.ParquetWriter(path, schema, compression="zstd") as writer:
             while path.stat().st_size < SHARD_BYTES and written + path.stat().st_size < target_bytes:
-                rows = _rows(rng, pool, next_id, ROW_GROUP_ROWS, text_bytes)
-                writer.write_table(rows, row_group_size=ROW_GROUP_ROWS)
-                next_id += ROW_GROUP_ROWS
+                if shape.file_rows is not None and rows_in_file >= shape.file_rows:
+                    break
+                n = shape.row_group_rows
+                table = (
+                    _numeric_rows(rng, next_id, n)
+                    if shape.numeric
+                    else _rows(rng, pool, next_id, n, text_bytes)
+                )
+                writer.write_table(table, row_group_size=n)
+                next_id += n
+                rows_in_file += n
         written += path.stat().st_size
         shard += 1
+
+
+def _numeric_schema() -> pa.Schema:
+    kinds = [("f64", pa.float64(), 16), ("f32", pa.float32(), 12), ("i64", pa.int64(), 12)]
+    kinds += [("i32", pa.int32(), 6), ("ts", pa.timestamp("us", tz="UTC"), 2)]
+    fields = [pa.field("id", pa.int64())]
+    fields += [pa.field(f"{prefix}_{i:02d}", type_) for prefix, type_, count in kinds for i in range(count)]
+    return pa.schema(fields[:48])
+
+
+def _numeric_rows(rng: np.random.Generator, first_id: int, n: int) -> pa.Table:
+    """Feature-like numbers: rounded normals, small counts, ids, times a few seconds apart."""
+    columns: dict[str, pa.Array] = {}
+    for field in _numeric_schema():
+        if field.name == "id":
+            columns["id"] = pa.array(np.arange(first_id, first_id + n), pa.int64())
+        elif pa.types.is_floating(field.type):
+            values = np.round(rng.normal(0, 10, n), 3)
+            columns[field.name] = pa.array(values.astype(field.type.to_pandas_dtype()), field.type)
+        elif pa.types.is_timestamp(field.type):
+            offsets = np.cumsum(rng.integers(0, 5_000_000, n)) + first_id * 2_500_000
+            columns[field.name] = pa.array(1_700_000_000_000_000 + offsets, field.type)
+        else:
+            columns[field.name] = pa.array(rng.integers(0, 1000, n).astype(field.type.to_pandas_dtype()))
+    return pa.table(columns, schema=_numeric_schema())
 
 
 def _schema() -> pa.Schema:
@@ -116,57 +183,93 @@ def _rows(
 class Run:
     seconds: float
     peak_rss_mb: float
+    cpu_seconds: float
 
 
 def timed(command: list[str], env: dict[str, str] | None = None) -> Run:
-    """Wall time and peak RSS (``/usr/bin/time -v``) of a command; its failure stops the benchmark."""
+    """Wall time, CPU seconds (user + system) and peak RSS (``/usr/bin/time -v``) of a command; its
+    failure stops the benchmark."""
     start = time.perf_counter()
     proc = subprocess.run(["/usr/bin/time", "-v", *command], capture_output=True, text=True, env=env)
     seconds = time.perf_counter() - start
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
         raise SystemExit(f"failed ({proc.returncode}): {' '.join(command)}")
-    match = re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr)
-    return Run(seconds=seconds, peak_rss_mb=int(match.group(1)) / 1024 if match else float("nan"))
+
+    def field(label: str) -> float:
+        match = re.search(rf"{label}: ([\d.]+)", proc.stderr)
+        return float(match.group(1)) if match else float("nan")
+
+    return Run(
+        seconds=seconds,
+        peak_rss_mb=field(r"Maximum resident set size \(kbytes\)") / 1024,
+        cpu_seconds=field(r"User time \(seconds\)") + field(r"System time \(seconds\)"),
+    )
 
 
 def duckdb(sql: str) -> list[str]:
     return [PYTHON, "-c", f"import duckdb; duckdb.sql({sql!r})"]
 
 
-def _columns() -> str:
-    types = {
-        "id": "BIGINT",
-        "url": "VARCHAR",
-        "text": "VARCHAR",
-        "n_tokens": "INTEGER",
-        "quality": "DOUBLE",
-        "lang_score": "FLOAT",
-        "crawled_at": "TIMESTAMPTZ",
-    }
-    return "{" + ", ".join(f"'{k}': '{v}'" for k, v in types.items()) + "}"
+_DUCKDB_TYPES = {
+    "int64": "BIGINT",
+    "int32": "INTEGER",
+    "double": "DOUBLE",
+    "float": "FLOAT",
+    "string": "VARCHAR",
+}
+
+
+def _columns(schema: pa.Schema) -> str:
+    """DuckDB's ``columns=`` for ``read_json``: the same types as the contract gives dsm."""
+
+    def duck(type_: pa.DataType) -> str:
+        if pa.types.is_timestamp(type_):
+            return "TIMESTAMPTZ" if type_.tz else "TIMESTAMP"
+        return _DUCKDB_TYPES[str(type_)]
+
+    return "{" + ", ".join(f"'{f.name}': '{duck(f.type)}'" for f in schema) + "}"
 
 
 def median(runs: list[Run]) -> Run:
-    """The median wall time, with the highest peak RSS seen over all runs (memory is not a typical case)."""
+    """Median wall and CPU seconds, with the highest peak RSS seen over all runs (memory is not a typical
+    case)."""
     return Run(
-        seconds=float(np.median([r.seconds for r in runs])), peak_rss_mb=max(r.peak_rss_mb for r in runs)
+        seconds=float(np.median([r.seconds for r in runs])),
+        peak_rss_mb=max(r.peak_rss_mb for r in runs),
+        cpu_seconds=float(np.median([r.cpu_seconds for r in runs])),
     )
 
 
-def bench_size(work: Path, size_gb: float, registry: str, repeat: int) -> list[tuple[str, float, Run, Run]]:
-    data = ROOT / "bench-data" / f"corpus-{size_gb:g}gb"
+Result = tuple[str, str, float, Run, Run]
+
+
+def bench_size(work: Path, shape: Shape, size_gb: float, registry: str, repeat: int) -> list[Result]:
+    suffix = "" if shape.name == "text" else f"-{shape.name}"
+    data = ROOT / "bench-data" / f"corpus{suffix}-{size_gb:g}gb"
     if not data.exists():
-        print(f"making {size_gb:g} GB of Parquet under {data} ...", file=sys.stderr)
-        make_corpus(data, int(size_gb * 1e9))
+        print(f"making {size_gb:g} GB of {shape.name} Parquet under {data} ...", file=sys.stderr)
+        make_corpus(data, int(size_gb * 1e9), shape)
     source_bytes = sum(p.stat().st_size for p in data.glob("*.parquet"))
-    name = f"corpus-{str(size_gb).replace('.', '_')}"
+    schema = pq.read_schema(next(data.glob("*.parquet"))).remove_metadata()
+    name = f"corpus{suffix}-{str(size_gb).replace('.', '_')}"
     env = {**os.environ, "DSM_REGISTRY": registry}
     subprocess.run([DSM, "register", str(data), "--name", name], check=True, env=env, capture_output=True)
+    # The JSONL source of the JSONL -> Parquet job: made once per corpus (untimed), read by both tools.
+    jsonl = work / f"{name}-jsonl"
+    shutil.rmtree(jsonl, ignore_errors=True)
+    subprocess.run(
+        [DSM, "convert-format", name, str(jsonl), "--format", "jsonl", "--name", f"{name}-jsonl"],
+        check=True,
+        env=env,
+        capture_output=True,
+    )
     out = work / name
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     glob = f"{data}/*.parquet"
+    # Outputs are registered under another name, so that the source's versions stay as they are.
+    output = ["--name", f"{name}-out", "--json"]
     file_size = f"{max(1, source_bytes // 8)}B"
     jobs = [
         (
@@ -180,7 +283,7 @@ def bench_size(work: Path, size_gb: float, registry: str, repeat: int) -> list[t
                 "8",
                 "--compression",
                 "zstd",
-                "--json",
+                *output,
             ],
             duckdb(
                 f"COPY (SELECT * FROM read_parquet('{glob}')) TO '{out}/duck-reshard' "
@@ -189,7 +292,7 @@ def bench_size(work: Path, size_gb: float, registry: str, repeat: int) -> list[t
         ),
         (
             "convert parquet->jsonl",
-            [DSM, "convert-format", f"{name}@1", str(out / "dsm-jsonl"), "--format", "jsonl", "--json"],
+            [DSM, "convert-format", f"{name}@1", str(out / "dsm-jsonl"), "--format", "jsonl", *output],
             duckdb(f"COPY (SELECT * FROM read_parquet('{glob}')) TO '{out}/duck.jsonl' (FORMAT json)"),
         ),
         (
@@ -197,18 +300,18 @@ def bench_size(work: Path, size_gb: float, registry: str, repeat: int) -> list[t
             [
                 DSM,
                 "convert-format",
-                f"{name}@3",
+                f"{name}-jsonl",
                 str(out / "dsm-jsonl-parquet"),
                 "--format",
                 "parquet",
                 "--compression",
                 "zstd",
-                "--json",
+                *output,
             ],
             duckdb(
-                f"COPY (SELECT * FROM read_json('{out}/dsm-jsonl/*.jsonl', format='newline_delimited', "
-                f"columns={_columns()})) TO '{out}/duck-jsonl-parquet' (FORMAT parquet, COMPRESSION zstd, "
-                f"FILE_SIZE_BYTES '{file_size}')"
+                f"COPY (SELECT * FROM read_json('{jsonl}/*.jsonl', format='newline_delimited', "
+                f"columns={_columns(schema)})) TO '{out}/duck-jsonl-parquet' "
+                f"(FORMAT parquet, COMPRESSION zstd, FILE_SIZE_BYTES '{file_size}')"
             ),
         ),
         (
@@ -223,7 +326,7 @@ def bench_size(work: Path, size_gb: float, registry: str, repeat: int) -> list[t
                 "--shuffle",
                 "--seed",
                 "7",
-                "--json",
+                *output,
             ],
             duckdb(
                 f"COPY (SELECT * FROM read_parquet('{glob}') ORDER BY hash(id + 7)) TO '{out}/duck-shuffle' "
@@ -233,6 +336,8 @@ def bench_size(work: Path, size_gb: float, registry: str, repeat: int) -> list[t
     ]
     results = []
     for label, dsm_cmd, duck_cmd in jobs:
+        if JOB_FILTER and not any(j in label for j in JOB_FILTER):
+            continue
         dsm_runs, duck_runs = [], []
         for _ in range(repeat):  # alternate the two tools so that load from elsewhere hits both alike
             shutil.rmtree(dsm_cmd[3], ignore_errors=True)
@@ -241,10 +346,12 @@ def bench_size(work: Path, size_gb: float, registry: str, repeat: int) -> list[t
                 shutil.rmtree(previous) if previous.is_dir() else previous.unlink()
             duck_runs.append(timed(duck_cmd, env))
         dsm_run, duck_run = median(dsm_runs), median(duck_runs)
-        results.append((label, source_bytes / 1e9, dsm_run, duck_run))
+        results.append((shape.name, label, source_bytes / 1e9, dsm_run, duck_run))
         print(
-            f"  {label}: dsm {dsm_run.seconds:.1f}s {dsm_run.peak_rss_mb:.0f} MB, duckdb "
-            f"{duck_run.seconds:.1f}s {duck_run.peak_rss_mb:.0f} MB",
+            f"  {shape.name} {label}: dsm {dsm_run.seconds:.1f}s ({dsm_run.cpu_seconds:.1f} CPU-s) "
+            f"{dsm_run.peak_rss_mb:.0f} MB, duckdb {duck_run.seconds:.1f}s "
+            f"({duck_run.cpu_seconds:.1f} CPU-s) {duck_run.peak_rss_mb:.0f} MB; "
+            f"load {os.getloadavg()[0]:.1f}",
             file=sys.stderr,
         )
     shutil.rmtree(out, ignore_errors=True)
@@ -256,6 +363,8 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--sizes", default="0.5,1.0", help="corpus sizes in GB, comma-separated")
+    parser.add_argument("--shapes", default=",".join(SHAPES), help=f"corpus shapes: {', '.join(SHAPES)}")
+    parser.add_argument("--jobs", help="only the jobs whose label contains one of these, comma-separated")
     parser.add_argument("--work", default=str(ROOT / "bench-data" / "rewrite-runs"), help="scratch folder")
     parser.add_argument(
         "--repeat", type=int, default=1, help="runs of each job per tool; the median is shown"
@@ -264,20 +373,35 @@ def main() -> None:
     work = Path(args.work)
     registry = str(work / "registry")
     shutil.rmtree(registry, ignore_errors=True)
+    unknown = set(args.shapes.split(",")) - set(SHAPES)
+    if unknown:
+        raise SystemExit(f"unknown shape(s) {', '.join(sorted(unknown))}; known: {', '.join(SHAPES)}")
+    global JOB_FILTER
+    JOB_FILTER = [j for j in (args.jobs or "").split(",") if j]
+    load_before = os.getloadavg()
     rows = []
-    for size in [float(s) for s in args.sizes.split(",")]:
-        rows += bench_size(work, size, registry, args.repeat)
+    for shape in args.shapes.split(","):
+        for size in [float(s) for s in args.sizes.split(",")]:
+            rows += bench_size(work, SHAPES[shape], size, registry, args.repeat)
     print(
         f"\n{os.cpu_count()} cores; each job a subprocess (start-up included); data in the page cache; "
-        f"median of {args.repeat} alternating runs (peak RSS: the highest seen)\n"
+        f"median of {args.repeat} alternating runs (peak RSS: the highest seen); load average before "
+        f"{load_before[0]:.1f}, after {os.getloadavg()[0]:.1f}\n"
     )
-    print("| job | source GB | dsm s | DuckDB s | dsm / DuckDB | dsm peak RSS MB | DuckDB peak RSS MB |")
-    print("|---|---|---|---|---|---|---|")
-    for label, gb, d, k in rows:
+    print(
+        "| shape | job | source GB | dsm s | DuckDB s | dsm / DuckDB | dsm CPU-s | DuckDB CPU-s "
+        "| dsm peak RSS MB | DuckDB peak RSS MB |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for shape_name, label, gb, d, k in rows:
         print(
-            f"| {label} | {gb:.2f} | {d.seconds:.1f} | {k.seconds:.1f} | {d.seconds / k.seconds:.2f}x "
+            f"| {shape_name} | {label} | {gb:.2f} | {d.seconds:.1f} | {k.seconds:.1f} "
+            f"| {d.seconds / k.seconds:.2f}x | {d.cpu_seconds:.1f} | {k.cpu_seconds:.1f} "
             f"| {d.peak_rss_mb:.0f} | {k.peak_rss_mb:.0f} |"
         )
+
+
+JOB_FILTER: list[str] = []
 
 
 if __name__ == "__main__":

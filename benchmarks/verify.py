@@ -1,16 +1,29 @@
-"""dsm verify against xxhsum -H2 (bytes), and dsm verify --deep against pyarrow decoding alone (rows).
+"""dsm verify and dsm register against the peers that do only part of their work, on the same files.
 
     python benchmarks/verify.py [--size-gb 4] [--deep-size-gb 1] [--runs 5] [--dir bench-data/verify]
+                                [--stages] [--callgrind]
 
-Targets: ``dsm verify`` at most 1.5x xxhsum's wall time over the same ~4 GB of Parquet in the page cache,
-start-up included; ``dsm verify --deep`` at most 2x the time of pyarrow decoding the same ~1 GB.
-Needs ``xxhsum`` (Debian/Ubuntu package ``xxhash``).
+Jobs, each a whole process (start-up included), alternated with its peer; medians of ``--runs`` pairs, wall
+and CPU seconds (user + system, worker processes included) and peak RSS:
+
+- ``dsm verify`` (size and xxh3-128 of every shard) over ~4 GB of Parquet against ``xxhsum -H2`` over the
+  same files: target at most 1.1x;
+- ``dsm verify --deep`` (bytes, schema, rows, fingerprints) over ~1 GB against pyarrow decoding the same
+  files with ``ParquetFile(p).iter_batches()`` and nothing else: target at most 1.25x;
+- ``dsm register`` of the same ~1 GB (checksums, decode, fingerprints, a new contract) against the same
+  decode: target at most 1.3x.
+
+``--stages`` adds the CPU seconds of each stage of a deep verify in one process (checksum, decode, hash
+through the compiled kernel and through the pure-Python path; see ``stages.py``), ``--callgrind`` their
+instruction counts. The data is in the page cache. Needs ``xxhsum`` (Debian/Ubuntu package ``xxhash``).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -65,13 +78,21 @@ def ensure_dataset(folder: Path, total_bytes: int) -> list[Path]:
 
 
 def register(folder: Path, registry: Path, name: str) -> None:
-    import subprocess
-
     subprocess.run(
         [str(BIN / "dsm"), "register", str(folder), "--name", name, "--registry", str(registry)],
         check=True,
         stdout=subprocess.DEVNULL,
     )
+
+
+def row_hashing() -> str:
+    done = subprocess.run(
+        [str(BIN / "python"), "-c", "import dsm.hashing.fingerprint_kernel as k; print(k.provenance())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
 
 
 def main() -> None:
@@ -82,6 +103,8 @@ def main() -> None:
     parser.add_argument("--deep-size-gb", type=float, default=1.0)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--dir", type=Path, default=Path("bench-data/verify"))
+    parser.add_argument("--stages", action="store_true", help="also CPU seconds per stage (stages.py)")
+    parser.add_argument("--callgrind", action="store_true", help="also instructions per stage (valgrind)")
     args = parser.parse_args()
     xxhsum = shutil.which("xxhsum")
     if xxhsum is None:
@@ -96,6 +119,10 @@ def main() -> None:
     register(args.dir / "deep", registry, "deep")
     size = sum(p.stat().st_size for p in big) / (1 << 30)
     deep_size = sum(p.stat().st_size for p in deep) / (1 << 30)
+    scratch = args.dir / "register-runs"
+
+    def fresh_scratch() -> None:
+        shutil.rmtree(scratch, ignore_errors=True)
 
     dsm = str(BIN / "dsm")
     decode = (
@@ -104,23 +131,40 @@ def main() -> None:
         "    for b in pq.ParquetFile(p).iter_batches(batch_size=65536):\n"
         "        pass\n"
     )
+    peer_decode = [sys.executable, "-c", decode, *map(str, deep)]
     results = [
         compare(
-            f"verify, {size:.1f} GB, {len(big)} shards (peer: xxhsum -H2)",
+            f"`dsm verify`, {size:.1f} GB, {len(big)} shards (peer: `xxhsum -H2`)",
             [dsm, "verify", "bytes", "--registry", str(registry)],
             [xxhsum, "-H2", *map(str, big)],
             runs=args.runs,
         ),
         compare(
-            f"verify --deep, {deep_size:.1f} GB, {len(deep)} shards (peer: pyarrow iter_batches)",
+            f"`dsm verify --deep`, {deep_size:.1f} GB, {len(deep)} shards (peer: pyarrow `iter_batches`)",
             [dsm, "verify", "deep", "--deep", "--registry", str(registry)],
-            [sys.executable, "-c", decode, *map(str, deep)],
+            peer_decode,
             runs=args.runs,
         ),
+        compare(
+            f"`dsm register`, {deep_size:.1f} GB, {len(deep)} shards (peer: pyarrow `iter_batches`)",
+            [dsm, "register", str(args.dir / "deep"), "--name", "again", "--registry", str(scratch)],
+            peer_decode,
+            runs=args.runs,
+            before_ours=fresh_scratch,
+        ),
     ]
+    fresh_scratch()
+    print(f"row hashing: {row_hashing()}; {os.cpu_count()} cores; load before: {os.getloadavg()}")
     print(HEADER)
     for result in results:
         print(result.row())
+    stages = [str(BIN / "python"), str(Path(__file__).parent / "stages.py"), *map(str, deep)]
+    stage_list = "--stages=checksum,pyarrow-decode,decode,decode+checksum,hash,hash-python"
+    if args.stages:
+        print(subprocess.run([*stages, stage_list], capture_output=True, text=True, check=True).stdout)
+    if args.callgrind:
+        counted = [*stages[:2], str(deep[0]), stage_list, "--callgrind"]
+        print(subprocess.run(counted, capture_output=True, text=True, check=True).stdout)
 
 
 if __name__ == "__main__":

@@ -7,10 +7,12 @@ describe it, the rewrite to copy it, ``dsm bench`` to time it and ``dsm.open`` t
   :func:`iter_open_shard` stream its record batches, :func:`shard_schema` and :func:`fragment_count`
   read its layout; decoding errors become :class:`~dsm.errors.FormatError` naming the shard.
 - :func:`digest_shard` decodes it under a schema and computes its row digest.
+- :func:`read_once` opens it so that decoding and checksumming read each byte once (one GET per block
+  on an object store, hashed in file order, footers included).
 - :func:`measure_object` checksums its bytes and records the store's full-object checksum where it can
   be trusted.
-- :func:`describe_shard` does both, for the contract entry of a shard (``register``, the rewrites), and
-  :func:`dataset_fingerprint` combines the shards' digests.
+- :func:`describe_shard` does both from one read, for the contract entry of a shard (``register``, the
+  rewrites), and :func:`dataset_fingerprint` combines the shards' digests.
 - :func:`dataset_files` says which files of a listing are a dataset's shards and which are not data
   (``_SUCCESS``, ``*.crc``, ``README.md``, dsm's own journal): ``register`` and ``verify`` ask it alike.
 
@@ -22,8 +24,10 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import math
+import os
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -32,22 +36,29 @@ import pyarrow as pa
 from dsm.contract import DatasetFingerprint, Shard
 from dsm.errors import DsmError, FormatError, SchemaError
 from dsm.formats import DEFAULT_BATCH_ROWS, Format, detect_format
-from dsm.hashing.checksum import DEFAULT_ALGORITHM, file_checksums
+from dsm.hashing.checksum import DEFAULT_ALGORITHM
 from dsm.hashing.fingerprint import digest_batch
+from dsm.hashing.onepass import OnePassFile
 from dsm.hashing.rowdigest import ALGORITHM, RowDigest
 from dsm.storage import FileInfo, Location, public_url, redact, storage_errors
-from dsm.storage.stores import server_checksum
+from dsm.storage.stores import ServerChecksum, server_checksum
 
 __all__ = [
+    "BATCH_BYTES",
+    "DECODED_BYTES_PER_STORED_BYTE",
     "DatasetFiles",
     "DescribedShard",
     "IgnoredFile",
     "MeasuredObject",
+    "OpenedOnce",
     "ShardDigest",
+    "batch_rows_for",
     "contract_location",
     "dataset_files",
     "dataset_fingerprint",
+    "decoded_bytes_per_row",
     "describe_shard",
+    "digest_open_shard",
     "digest_shard",
     "fragment_count",
     "iter_open_shard",
@@ -55,10 +66,37 @@ __all__ = [
     "measure_object",
     "not_data",
     "open_shard",
+    "open_shard_schema",
+    "read_once",
     "shard_entry",
     "shard_schema",
     "takes_unnamed",
 ]
+
+
+DECODED_BYTES_PER_STORED_BYTE = 3
+"""Assumed size of decoded (Arrow) rows per byte of stored shard, to size batches and shuffle buckets."""
+BATCH_BYTES = 8 << 20
+"""Decoded bytes per record batch a whole read aims for: memory stays flat whatever the row size."""
+
+
+def decoded_bytes_per_row(stored_bytes: int, rows: int) -> int:
+    """An estimate of one row's decoded size, for ``rows`` rows stored in ``stored_bytes`` (deterministic).
+
+    >>> decoded_bytes_per_row(1000, 10)
+    300
+    """
+    return max(1, math.ceil(stored_bytes * DECODED_BYTES_PER_STORED_BYTE / rows)) if rows > 0 else 1
+
+
+def batch_rows_for(row_bytes: int) -> int:
+    """Rows per record batch so that a batch of rows of ``row_bytes`` decoded bytes holds about
+    :data:`BATCH_BYTES` (between 64 and ``DEFAULT_BATCH_ROWS``).
+
+    >>> batch_rows_for(3000), batch_rows_for(30)
+    (2796, 65536)
+    """
+    return max(64, min(DEFAULT_BATCH_ROWS, BATCH_BYTES // row_bytes))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,12 +121,17 @@ def _decode_errors(loc: Location, path: str, exc: Exception) -> FormatError:
 def shard_schema(loc: Location, path: str, fmt: Format) -> pa.Schema:
     """The schema stored in (or inferred from) one shard."""
     with open_shard(loc, path) as handle:
-        try:
-            return fmt.read_schema(handle, shard=path)
-        except (FormatError, SchemaError):
-            raise
-        except (pa.ArrowException, ValueError, UnicodeDecodeError, EOFError) as exc:
-            raise _decode_errors(loc, path, exc) from None
+        return open_shard_schema(handle, loc, path, fmt)
+
+
+def open_shard_schema(handle: IO[bytes], loc: Location, path: str, fmt: Format) -> pa.Schema:
+    """:func:`shard_schema` of a file the caller opened (and closes)."""
+    try:
+        return fmt.read_schema(handle, shard=path)
+    except (FormatError, SchemaError):
+        raise
+    except (pa.ArrowException, ValueError, UnicodeDecodeError, EOFError) as exc:
+        raise _decode_errors(loc, path, exc) from None
 
 
 @contextlib.contextmanager
@@ -174,16 +217,38 @@ def digest_shard(
 ) -> ShardDigest:
     """Decode one shard and compute its row digest. Batches are checked against ``schema`` when given;
     ``batch_rows`` bounds the rows decoded at once (smaller for wide rows keeps memory flat)."""
+    with open_shard(loc, path) as handle:
+        return digest_open_shard(
+            handle, loc, path, fmt, schema=schema, on_rows=on_rows, batch_rows=batch_rows
+        )
+
+
+def digest_open_shard(
+    handle: IO[bytes],
+    loc: Location,
+    path: str,
+    fmt: Format,
+    *,
+    schema: pa.Schema | None,
+    on_rows: Callable[[int], None] | None = None,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+) -> ShardDigest:
+    """:func:`digest_shard` of a file the caller opened (and closes): a :func:`read_once` file, so that
+    the same read gives the checksum."""
     digest = RowDigest.empty()
     seen_schema: pa.Schema | None = None
-    for batch in iter_shard(loc, path, fmt, schema=schema, batch_rows=batch_rows):
+    for batch in iter_open_shard(handle, loc, path, fmt, schema=schema, batch_rows=batch_rows):
         if seen_schema is None:
             seen_schema = batch.schema
         digest = digest + digest_batch(batch)
         if on_rows is not None:
             on_rows(batch.num_rows)
     if seen_schema is None:
-        seen_schema = schema if schema is not None else shard_schema(loc, path, fmt)
+        if schema is not None:
+            seen_schema = schema
+        else:
+            handle.seek(0)
+            seen_schema = open_shard_schema(handle, loc, path, fmt)
     return ShardDigest(path=path, schema=seen_schema, digest=digest)
 
 
@@ -205,6 +270,86 @@ def _etag(details: Any) -> str | None:
     return str(value).strip('"') if value else None
 
 
+@dataclass(frozen=True, kw_only=True)
+class OpenedOnce:
+    """A shard opened for one read: the file to decode (it hashes what it reads, see
+    :class:`~dsm.hashing.onepass.OnePassFile`), and the ETag the store gave when it was opened."""
+
+    file: OnePassFile
+    etag: str | None = None
+
+    @property
+    def size(self) -> int:
+        return self.file.size()
+
+
+@contextlib.contextmanager
+def read_once(
+    loc: Location,
+    path: str,
+    algorithms: Sequence[str] = (DEFAULT_ALGORITHM,),
+    *,
+    on_bytes: Callable[[int], None] | None = None,
+) -> Iterator[OpenedOnce]:
+    """Open one shard so that decoding it and checksumming it read its bytes once: each block is fetched
+    by one ranged read (``pread`` on local disk, a ranged GET on an object store, no client read-ahead)
+    and hashed in file order; ``opened.file.finish()`` returns the checksums once decoding is done."""
+    url = loc.url_of(path)
+
+    def fetching(read: Callable[[int, int], bytes]) -> Callable[[int, int], bytes]:
+        def fetch(start: int, stop: int) -> bytes:
+            with storage_errors(url):
+                return read(start, stop)
+
+        return fetch
+
+    if loc.is_local:
+        with storage_errors(url):
+            descriptor = os.open(loc.path(path), os.O_RDONLY)
+        try:
+            size = os.fstat(descriptor).st_size
+            read = fetching(lambda start, stop: os.pread(descriptor, stop - start, start))
+            yield OpenedOnce(file=OnePassFile(read, size, algorithms, on_bytes=on_bytes))
+        finally:
+            os.close(descriptor)
+        return
+    with loc.open(path, cache_type="none") as handle:
+
+        def ranged(start: int, stop: int) -> bytes:
+            handle.seek(start)
+            return bytes(handle.read(stop - start))
+
+        with storage_errors(url):
+            size = int(getattr(handle, "size", None) or loc.size(path))
+        opened = _etag(getattr(handle, "details", None))
+        yield OpenedOnce(file=OnePassFile(fetching(ranged), size, algorithms, on_bytes=on_bytes), etag=opened)
+
+
+def _store_checksum(loc: Location, rel: str, algorithm: str) -> tuple[ServerChecksum | None, list[str]]:
+    """The store's full-object checksum (read before the bytes), and the algorithms to compute in the read:
+    ``algorithm``, plus the store's where a client can set its value (it is kept only if the bytes agree)."""
+    try:
+        server = server_checksum(loc, rel)
+    except (DsmError, OSError):
+        server = None  # no checksum (permissions, an old server): the bytes still are
+    algorithms = [algorithm]
+    if server is not None and server.confirm:
+        algorithms.append(server.algorithm)
+    return server, algorithms
+
+
+def _trusted(server: ServerChecksum | None, opened: OpenedOnce, sums: Mapping[str, str]) -> str | None:
+    """The store's checksum if it describes the bytes read: the same version (ETag) and, for values any
+    client can set, the same digest as the bytes. An ETag is never taken for a checksum."""
+    if server is None:
+        return None
+    if server.etag and opened.etag and server.etag != opened.etag:
+        return None
+    if server.confirm and sums.get(server.algorithm) != server.value:
+        return None
+    return server.value
+
+
 def measure_object(
     loc: Location,
     rel: str,
@@ -218,22 +363,10 @@ def measure_object(
     version (same ETag) and, for values any client can set (Azure Content-MD5), only if dsm computed the
     same digest from the bytes in the same pass. An ETag is never taken for a checksum.
     """
-    try:
-        server = server_checksum(loc, rel)
-    except (DsmError, OSError):
-        server = None  # no checksum (permissions, an old server): the bytes still are
-    algorithms = [algorithm]
-    if server is not None and server.confirm:
-        algorithms.append(server.algorithm)
-    with loc.open(rel) as handle:
-        opened = _etag(getattr(handle, "details", None))
-        sums = file_checksums(handle, algorithms, on_bytes=on_bytes)
-    if server is not None and (
-        (server.etag and opened and server.etag != opened)
-        or (server.confirm and sums.get(server.algorithm) != server.value)
-    ):
-        server = None
-    return MeasuredObject(checksum=sums[algorithm], server_checksum=server.value if server else None)
+    server, algorithms = _store_checksum(loc, rel, algorithm)
+    with read_once(loc, rel, algorithms, on_bytes=on_bytes) as opened:
+        sums = opened.file.finish()
+    return MeasuredObject(checksum=sums[algorithm], server_checksum=_trusted(server, opened, sums))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -265,22 +398,49 @@ def describe_shard(
     fmt: Format,
     schema: pa.Schema | None,
     *,
-    size: int | None = None,
     on_bytes: Callable[[int], None] | None = None,
-    batch_rows: int = DEFAULT_BATCH_ROWS,
+    batch_rows: int | None = None,
+    on_schema: Callable[[pa.Schema], None] | None = None,
 ) -> DescribedShard:
-    """Read the shard at ``path`` as it is on storage: checksum its bytes, decode its rows under ``schema``.
+    """Read the shard at ``path`` once, as it is on storage: checksum its bytes and decode its rows under
+    ``schema`` from the same read (:func:`read_once`), with the store's checksum where it can be trusted.
 
-    ``size`` is the listed size when the caller has it (else it is asked from storage); ``batch_rows``
-    bounds the rows decoded at once. Decoding failures
-    raise :class:`dsm.errors.FormatError` or :class:`dsm.errors.SchemaError` naming the shard.
+    ``batch_rows`` bounds the rows decoded at once (None: from the size and the rows a Parquet footer
+    declares, :func:`batch_rows_for`). The entry's size is that of the bytes read.
+    Decoding failures raise :class:`dsm.errors.FormatError` or :class:`dsm.errors.SchemaError` naming the
+    shard.
     """
-    # The bytes' checksum, plus the object store's full-object checksum where it can be trusted.
-    measured = measure_object(loc, path, algorithm=DEFAULT_ALGORITHM, on_bytes=on_bytes)
-    found = digest_shard(loc, path, fmt, schema=schema, batch_rows=batch_rows)
-    size = loc.size(path) if size is None else size
-    entry = shard_entry(path, size, measured.checksum, found.digest, server_checksum=measured.server_checksum)
+    server, algorithms = _store_checksum(loc, path, DEFAULT_ALGORITHM)
+    with read_once(loc, path, algorithms, on_bytes=on_bytes) as opened:
+        handle: IO[bytes] = opened.file  # type: ignore[assignment]
+        if on_schema is not None and fmt.self_describing:
+            on_schema(open_shard_schema(handle, loc, path, fmt))
+            handle.seek(0)
+        if batch_rows is None:
+            batch_rows = _batch_rows_of(handle, fmt, path, opened.size)
+            handle.seek(0)
+        found = digest_open_shard(handle, loc, path, fmt, schema=schema, batch_rows=batch_rows)
+        sums = opened.file.finish()
+    entry = shard_entry(
+        path,
+        opened.size,
+        sums[DEFAULT_ALGORITHM],
+        found.digest,
+        server_checksum=_trusted(server, opened, sums),
+    )
     return DescribedShard(shard=entry, digest=found.digest)
+
+
+def _batch_rows_of(handle: IO[bytes], fmt: Format, path: str, size: int) -> int:
+    """Rows per batch for one shard: by its size and the rows its footer declares where the format has them
+    there (Parquet), else the default (an Arrow file's batches are decoded as stored, without copies)."""
+    if not fmt.rows_in_footer:
+        return DEFAULT_BATCH_ROWS
+    try:
+        rows = fmt.count_rows(handle, shard=path)
+    except (pa.ArrowException, ValueError, OSError, DsmError):
+        return DEFAULT_BATCH_ROWS  # the decode that follows names what is wrong with the file
+    return batch_rows_for(decoded_bytes_per_row(size, rows))
 
 
 def dataset_fingerprint(digests: Iterable[RowDigest]) -> DatasetFingerprint:

@@ -15,6 +15,8 @@ and wrote for them.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shutil
 import socket
@@ -22,6 +24,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -115,6 +118,36 @@ class MotoServer:
         """The storage options that reach this server (what a user passes with --storage-option)."""
         return {"endpoint_url": self.endpoint_url, "key": S3_KEY, "secret": S3_SECRET}
 
+    @contextlib.contextmanager
+    def get_bytes(self, prefix: str = "") -> Iterator[dict[str, int]]:
+        """Count, by ``bucket/key``, the object bytes the server was asked for by GET requests inside the
+        block, for the keys that start with ``prefix`` (its request recorder: each GET's Range, or the
+        whole object without one). The dict is filled when the block ends."""
+        counts: dict[str, int] = {}
+        api = f"{self.endpoint_url}/moto-api/recorder"
+        urllib.request.urlopen(urllib.request.Request(f"{api}/reset-recording", method="POST")).close()
+        urllib.request.urlopen(urllib.request.Request(f"{api}/start-recording", method="POST")).close()
+        try:
+            yield counts
+        finally:
+            urllib.request.urlopen(urllib.request.Request(f"{api}/stop-recording", method="POST")).close()
+        with urllib.request.urlopen(f"{api}/download-recording") as answer:
+            entries = [json.loads(line) for line in answer.read().decode().splitlines() if line.strip()]
+        client = self.client()
+        for entry in entries:
+            url = urllib.parse.urlsplit(entry["url"])
+            bucket, _, key = urllib.parse.unquote(url.path).lstrip("/").partition("/")
+            if entry["method"] != "GET" or not key or url.query or not f"{bucket}/{key}".startswith(prefix):
+                continue  # listings and other bucket requests carry no object bytes
+            size = int(client.head_object(Bucket=bucket, Key=key)["ContentLength"])
+            wanted = {k.lower(): v for k, v in entry["headers"].items()}.get("range")
+            if wanted is None:
+                n = size
+            else:
+                first, _, last = wanted.removeprefix("bytes=").partition("-")
+                n = min(size - 1, int(last) if last else size - 1) - int(first) + 1
+            counts[f"{bucket}/{key}"] = counts.get(f"{bucket}/{key}", 0) + max(0, n)
+
 
 @dataclass(frozen=True)
 class AzuriteServer:
@@ -147,7 +180,12 @@ def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoServer
         pytest.fail("moto[server] is not installed; run `make install` (it is in the test extra)")
     port = _free_port()
     log = tmp_path_factory.mktemp("moto") / "moto.log"
-    env = {**os.environ, "MOTO_ALLOW_NONEXISTENT_REGION": "true"}
+    # The request recorder (MotoServer.get_bytes) writes beside the log, never into the working tree.
+    env = {
+        **os.environ,
+        "MOTO_ALLOW_NONEXISTENT_REGION": "true",
+        "MOTO_RECORDER_FILEPATH": str(log.parent / "recording.jsonl"),
+    }
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],

@@ -261,3 +261,35 @@ def test_webdataset_shares_the_fingerprint_for_the_types_it_holds(tmp_path: Path
     assert tars.fingerprint.unordered == parquet.fingerprint.unordered
     assert tars.fingerprint.ordered == parquet.fingerprint.ordered
     assert dsm.verify("w", deep=True, registry=registry).ok
+
+
+def test_register_decodes_wide_rows_in_batches_of_a_few_mib(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batches are sized from the file's size and the rows its footer declares, so that memory stays flat
+    for long texts; a format without such metadata (JSONL) keeps the default."""
+    import dsm.shards as shards
+    from dsm.formats import DEFAULT_BATCH_ROWS
+
+    folder = tmp_path / "wide"
+    folder.mkdir()
+    rows = 3000
+    table = pa.table({"id": range(rows), "text": [f"{i:08d}" * 1000 for i in range(rows)]})  # 8 KB a row
+    pq.write_table(table, folder / "part-0.parquet", compression="none")
+    with open(folder / "part-1.jsonl", "w") as handle:
+        handle.writelines(json.dumps({"id": i, "text": "x" * 8000}) + "\n" for i in range(rows))
+    seen: dict[str, int] = {}
+    real = shards.digest_open_shard
+
+    def spy(handle, loc, path, fmt, *, schema, batch_rows, **kwargs):  # type: ignore[no-untyped-def]
+        seen[path] = batch_rows
+        return real(handle, loc, path, fmt, schema=schema, batch_rows=batch_rows, **kwargs)
+
+    monkeypatch.setattr(shards, "digest_open_shard", spy)
+    registry = str(tmp_path / "registry")
+    contract = dsm.register(str(folder / "part-0.parquet"), name="wide", registry=registry)
+    size = (folder / "part-0.parquet").stat().st_size
+    expected = shards.batch_rows_for(shards.decoded_bytes_per_row(size, rows))
+    assert seen["part-0.parquet"] == expected < rows and contract.total_rows == rows
+    dsm.register(str(folder / "part-1.jsonl"), name="wide-jsonl", registry=registry)
+    assert seen["part-1.jsonl"] == DEFAULT_BATCH_ROWS

@@ -93,10 +93,19 @@ def register(
             contract, registry=registry, storage_options=storage_options(storage_option)
         )
     if json_output:
+        from dsm.hashing.fingerprint_kernel import provenance
+
+        # How the fingerprints were computed rides beside the contract (not part of it: same digests).
         if proposals is None:
-            print_json(contract.to_dict())
+            print_json({**contract.to_dict(), "provenance": provenance()})
         else:
-            print_json({"contract": contract.to_dict(), "proposed_roles": [p.to_dict() for p in proposals]})
+            print_json(
+                {
+                    "contract": contract.to_dict(),
+                    "proposed_roles": [p.to_dict() for p in proposals],
+                    "provenance": provenance(),
+                }
+            )
         return
     fp = contract.fingerprint
     console.print(

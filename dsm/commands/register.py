@@ -160,9 +160,24 @@ def _stored_schema(root: Location, fmt: Format, info: FileInfo) -> pa.Schema:
     return shard_schema(root, info.path, fmt)
 
 
-def _describe(root: Location, fmt: Format, schema: pa.Schema, info: FileInfo) -> DescribedShard:
-    """One unit of a register: a shard's size, checksum, rows and fingerprints."""
-    return describe_shard(root, info.path, fmt, schema, size=info.size)
+def _describe(
+    root: Location, fmt: Format, schema: pa.Schema, check_stored: bool, info: FileInfo
+) -> DescribedShard:
+    """One unit of a register: a shard's size, checksum, rows and fingerprints from one read (the checksum
+    comes from the bytes that are decoded). With ``check_stored``, the schema the shard stores must be
+    ``schema``, checked from the footer of that same read."""
+    on_schema = partial(_stored_agrees, schema, info.path) if check_stored else None
+    return describe_shard(root, info.path, fmt, schema, on_schema=on_schema)
+
+
+def _stored_agrees(expected: pa.Schema, path: str, stored: pa.Schema) -> None:
+    """``--schema`` over a self-describing format: the shard at ``path`` stores ``expected``."""
+    differences = schema_differences(expected, stored.remove_metadata())
+    if differences:
+        raise SchemaError(
+            f"shard {path} does not hold the given schema: {'; '.join(differences)}; register without "
+            "--schema (the files' own schema), or rewrite the files"
+        )
 
 
 def _infer_schema(
@@ -232,16 +247,10 @@ def register(
     options = _read_options(scan)
     fmt = get_format(scan.format, **options)
     given = _schema_from_option(schema, reg) if schema is not None else None
-    stored = _infer_schema(scan, fmt, workers, executor) if given is None or fmt.self_describing else None
-    arrow_schema = given.to_arrow() if given is not None else stored
-    if given is not None and stored is not None and fmt.self_describing:
-        # verify --deep compares the types a file stores with the contract's: they must agree now.
-        differences = schema_differences(arrow_schema, stored)
-        if differences:
-            raise SchemaError(
-                f"the shards do not hold the given schema: {'; '.join(differences)}; register without "
-                "--schema (the files' own schema), or rewrite the files"
-            )
+    arrow_schema = given.to_arrow() if given is not None else _infer_schema(scan, fmt, workers, executor)
+    # verify --deep compares the types a file stores with the contract's: with --schema, each shard's must
+    # agree now. Checked from the footer of the read that describes the shard (one read per shard).
+    check_stored = given is not None and fmt.self_describing
     problems = fmt.unsupported(arrow_schema)
     if problems:
         raise SchemaError(f"format {scan.format} cannot hold this schema: {'; '.join(problems)}")
@@ -259,14 +268,14 @@ def register(
         raise policy_error(verdict, f"register {name}")
     progress = progress or NullProgress()
     total = sum(f.size for f in scan.files)
-    progress.start(total_bytes=2 * total, total_units=len(scan.files), description=f"register {name}")
+    progress.start(total_bytes=total, total_units=len(scan.files), description=f"register {name}")
 
     def done(index: int, _: DescribedShard) -> None:
-        progress.advance(2 * scan.files[index].size)
+        progress.advance(scan.files[index].size)  # one read per shard
 
     try:
         results = map_units(
-            partial(_describe, scan.root, fmt, arrow_schema),
+            partial(_describe, scan.root, fmt, arrow_schema, check_stored),
             scan.files,
             workers=workers or scan.root.io_workers,
             on_done=done,

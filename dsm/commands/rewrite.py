@@ -24,6 +24,7 @@ from dsm.commands.policy import check_destination, policy_error
 from dsm.contract import Contract, Lineage
 from dsm.engine import EngineReport, Executor, Progress, open_executor
 from dsm.errors import ConflictError, InputError
+from dsm.hashing import fingerprint_kernel
 from dsm.registry import Catalog, Registry, open_registry, parse_reference
 from dsm.rewrite.run import PreparedRewrite, execute_rewrite, finish_rewrite, prepare_rewrite
 from dsm.rewrite.spec import RewriteSpec
@@ -61,6 +62,7 @@ class RewriteResult:
     units_resumed: int
     already_published: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
+    provenance: Mapping[str, str] = field(default_factory=dict)
     engine: EngineReport | None = None
     """Where the units ran (None when nothing ran: the version was already published)."""
 
@@ -92,6 +94,7 @@ class RewriteResult:
             "units_resumed": self.units_resumed,
             "already_published": self.already_published,
             "notes": list(self.notes),
+            "provenance": dict(self.provenance),
             "engine": self.engine.to_dict() if self.engine is not None else None,
         }
 
@@ -231,6 +234,7 @@ def _result(
         units_resumed=resumed,
         already_published=already,
         notes=tuple(notes),
+        provenance=fingerprint_kernel.provenance(),
         engine=engine,
     )
 

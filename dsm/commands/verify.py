@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from dsm.contract import Contract, Schema, Shard
+from dsm._version import tool_name
+from dsm.contract import Contract, Shard
 from dsm.engine import (
     EngineReport,
     Executor,
@@ -20,12 +21,13 @@ from dsm.engine import (
     open_executor,
 )
 from dsm.errors import InputError
+from dsm.hashing import fingerprint_kernel
 from dsm.hashing.rowdigest import RowDigest
 from dsm.registry import Registry, resolve
 from dsm.storage import FileInfo, Location, location
 from dsm.storage.stores import RequestStats, request_stats
 from dsm.units import parse_workers
-from dsm.validators.physical import check_physical
+from dsm.validators.physical import PhysicalCheck, check_physical
 
 if TYPE_CHECKING:
     from dsm.shards import IgnoredFile
@@ -67,6 +69,7 @@ class VerifyReport:
     ignored: tuple[IgnoredFile, ...] = ()
     """Files at the location that are not data (``_SUCCESS``, ``*.crc``, ``README.md``...), as register
     ignores them: listed, never a failure."""
+    provenance: Mapping[str, str] = field(default_factory=dict)
     engine: EngineReport | None = None
     """Where the shards were read and checked."""
 
@@ -94,6 +97,7 @@ class VerifyReport:
             "summary": self.summary,
             "ignored": [f.to_dict() for f in self.ignored],
             "notes": list(self.notes),
+            "provenance": dict(self.provenance),
             "engine": self.engine.to_dict() if self.engine is not None else None,
         }
 
@@ -152,7 +156,7 @@ def verify(
     listed = {f.path: f.size for f in loc.list_files()}
     progress = progress or NullProgress()
     progress.start(
-        total_bytes=contract.total_bytes * (2 if deep else 1),
+        total_bytes=contract.total_bytes,
         total_units=len(contract.shards),
         description=f"verify {contract.ref}",
     )
@@ -161,22 +165,36 @@ def verify(
         progress.advance(contract.shards[index].bytes)
 
     try:
-        physical = map_units(
-            partial(_physical_unit, loc, fast),
-            [(shard, listed.get(shard.path)) for shard in contract.shards],
-            workers=workers or loc.io_workers,
-            on_done=done,
-            executor=executor,
-        )
-        digests: list[RowDigest | None] = [None] * len(physical)
+        digests: list[RowDigest | None] = [None] * len(contract.shards)
         if deep:
-            to_decode = [i for i, r in enumerate(physical) if r.status == "ok"]
-            checked = _check_rows_of(contract, loc, to_decode, workers, progress, executor)
-            for i, rows in zip(to_decode, checked, strict=True):
-                physical[i] = ShardReport(
-                    path=rows.path, status=rows.status, detail=rows.detail, verified_by="bytes+rows"
+            # One read per shard: bytes and rows are checked from the same read.
+            physical = []
+            checked = _check_deep(contract, loc, listed, workers, progress, executor)
+            for i, (bytes_check, rows) in enumerate(checked):
+                if rows is None:
+                    physical.append(
+                        ShardReport(
+                            path=bytes_check.path,
+                            status=bytes_check.status,
+                            detail=bytes_check.detail,
+                            verified_by=bytes_check.verified_by,
+                        )
+                    )
+                    continue
+                physical.append(
+                    ShardReport(
+                        path=rows.path, status=rows.status, detail=rows.detail, verified_by="bytes+rows"
+                    )
                 )
                 digests[i] = rows.digest
+        else:
+            physical = map_units(
+                partial(_physical_unit, loc, fast),
+                [(shard, listed.get(shard.path)) for shard in contract.shards],
+                workers=workers or loc.io_workers,
+                on_done=done,
+                executor=executor,
+            )
     finally:
         progress.finish()
     results = list(zip(physical, digests, strict=True))
@@ -203,6 +221,7 @@ def verify(
         fingerprint_match=match,
         notes=tuple(notes),
         ignored=tuple(ignored),
+        provenance=fingerprint_kernel.provenance() if deep else {"tool": tool_name()},
         engine=executor.report(),
     )
 
@@ -237,43 +256,56 @@ def _storage_notes(
     return notes
 
 
-def _check_rows_of(
+def _check_deep(
     contract: Contract,
     loc: Location,
-    indices: list[int],
+    listed: Mapping[str, int],
     workers: int | None,
     progress: Progress,
     executor: Executor,
-) -> list[RowCheck]:
-    """Decode the shards at ``indices`` and check their rows, in shard order.
+) -> list[tuple[PhysicalCheck, RowCheck | None]]:
+    """Check every shard's bytes and rows from one read each (:func:`~dsm.validators.rows.check_shard`),
+    in shard order.
 
-    Hashing string values holds the GIL, so threads barely overlap on it: on local disk the local engine
-    checks the shards in forked worker processes instead; elsewhere in threads (an in-process
-    ``memory://`` store is not visible to another process). Arrow and the format layer load only in
-    :func:`_check_job`: a bytes-only verify starts in a fraction of the time.
+    Threads, where the compiled fingerprint kernel hashes with the GIL released (decoding releases it
+    too). The pure-Python path holds the GIL for every string value, so there, on local disk, the local
+    engine checks the shards in forked worker processes instead; an in-process ``memory://`` store is not
+    visible to another process, so it always gets threads. A unit crosses as data (the location as its
+    URL, the contract, the batch size), so it runs the same on every engine. Arrow and the format layer
+    load only here and in :func:`_check_job`: a bytes-only verify starts in a fraction of the time.
     """
-    shards = [contract.shards[i] for i in indices]
+    from dsm.rewrite.plan import decoded_row_bytes
+    from dsm.shards import batch_rows_for
 
-    def done(index: int, _: RowCheck) -> None:
-        progress.advance(shards[index].bytes)
+    # Batches of a few MiB decoded, as the rewrite reads: wide rows (long texts, images) keep memory flat.
+    job = partial(_check_job, loc, contract, batch_rows_for(decoded_row_bytes(contract)))
 
-    job = partial(_check_job, loc, contract.format, dict(contract.format_options), contract.schema)
-    mode: Mode = "process" if loc.is_local else "thread"
-    count = workers or (default_workers() if loc.is_local else loc.io_workers)
-    return map_units(job, shards, workers=count, mode=mode, on_done=done, executor=executor)
+    def done(index: int, _: object) -> None:
+        progress.advance(contract.shards[index].bytes)
+
+    items = [(shard, listed.get(shard.path)) for shard in contract.shards]
+    mode: Mode = "process" if loc.is_local and not fingerprint_kernel.enabled() else "thread"
+    count = workers or (default_workers() if mode == "process" else loc.io_workers)
+    return map_units(job, items, workers=count, mode=mode, on_done=done, executor=executor)
 
 
 def _check_job(
-    loc: Location, format: str, format_options: Mapping[str, Any], schema: Schema, shard: Shard
-) -> RowCheck:
-    """One unit of a deep verify: a shard's rows decoded under the contract's schema, and their digest.
+    loc: Location, contract: Contract, batch_rows: int, item: tuple[Shard, int | None]
+) -> tuple[PhysicalCheck, RowCheck | None]:
+    """One unit of a deep verify: a shard's bytes and rows checked from one read (``item``: the shard
+    and its listed size); the format is made here from the contract, where the format layer loads."""
+    from dsm.formats import contract_format
+    from dsm.validators.rows import check_shard
 
-    The format crosses as its name and recorded options (data; a compressed JSONL or CSV dataset is read
-    with its codec on every engine), and is made again here, where the format layer loads."""
-    from dsm.formats import get_format
-    from dsm.validators.rows import check_rows
-
-    return check_rows(loc, shard, get_format(format, **dict(format_options)), schema.to_arrow())
+    shard, size = item
+    return check_shard(
+        loc,
+        shard,
+        contract_format(contract),
+        contract.schema.to_arrow(),
+        actual_size=size,
+        batch_rows=batch_rows,
+    )
 
 
 def _dataset_fingerprint(

@@ -105,6 +105,9 @@ class Format(ABC):
     extensions: ClassVar[tuple[str, ...]]
     self_describing: ClassVar[bool] = True
     """True when files carry their own schema (Parquet, Arrow); text formats are parsed with a given one."""
+    rows_in_footer: ClassVar[bool] = False
+    """True when :meth:`count_rows` reads only a footer (Parquet); False when it reads every batch header or
+    every row, so it is no cheap way to size the batches of a read."""
     index_by_scan: ClassVar[bool] = False
     """True when :meth:`index_shard` reads the whole file (line and tar formats): callers keep the index,
     keyed by the file's checksum. False: it reads a footer, which is cheap enough to read again."""

@@ -19,7 +19,7 @@ import binascii
 import json
 import re
 from collections.abc import Callable, Iterator, Sequence
-from typing import IO, Any, ClassVar
+from typing import IO, Any, ClassVar, cast
 
 import numpy as np
 import pyarrow as pa
@@ -44,13 +44,14 @@ from dsm.formats._common import (
     read_span,
 )
 from dsm.formats._jsontext import encode_lines, json_stored_type, text_buffer, unsupported_json_type
-from dsm.formats._lines import LineIndexBuilder, row_starts
+from dsm.formats._lines import LineIndexBuilder, count_newlines, row_starts
 from dsm.formats.base import DEFAULT_BATCH_ROWS, Format, FormatWriter, SeekPoint
 from dsm.formats.index import ShardIndex
 
 __all__ = ["JsonlFormat"]
 
 _CHUNK_BYTES = 16 * 1024 * 1024
+_ALLOCATION_STEP = 1024 * 1024
 _INFER_BYTES = 1024 * 1024
 _PARSE_BLOCK_BYTES = 1024 * 1024
 _NON_FINITE = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
@@ -65,27 +66,41 @@ _STRING_LITERAL = re.compile(rb'"(?:[^"\\]|\\.)*"')
 
 
 def _iter_chunks(stream: Any, chunk_bytes: int = _CHUNK_BYTES) -> Iterator[tuple[int, bytes]]:
-    """``(first line number, bytes)`` for runs of whole lines of about ``chunk_bytes``."""
+    """``(first line number, bytes)`` for runs of whole lines of about ``chunk_bytes``.
+
+    Each chunk is a fresh ``bytearray`` (it has every method of ``bytes`` the readers use) that the file
+    is read straight into, after the partial line the previous read left: the only copy is that partial
+    line, never the whole chunk.
+    """
+    readinto = getattr(stream, "readinto", None)
     pending = b""
     line = 1
     while True:
-        data = stream.read(chunk_bytes)
-        if not data:
+        if readinto is None:
+            data = bytearray(pending)
+            data += stream.read(chunk_bytes)
+        else:
+            # One size for (almost) every chunk, so that the allocator reuses the memory it just freed
+            # instead of mapping fresh pages for each chunk (a size that varies by the partial line does).
+            room = chunk_bytes + -(-len(pending) // _ALLOCATION_STEP) * _ALLOCATION_STEP
+            data = bytearray(room)
+            data[: len(pending)] = pending
+            got = readinto(memoryview(data)[len(pending) :])
+            del data[len(pending) + (got or 0) :]
+        if len(data) == len(pending):  # end of the stream
             if pending:
-                yield line, pending
+                yield line, cast(bytes, data)
             return
-        data = bytes(data)
         cut = data.rfind(b"\n") + 1
         if cut == 0:
-            pending += data
+            pending = bytes(data)  # the read so far, pending included
             if len(pending) > _MAX_LINE_BYTES:
                 raise FormatError(f"line {line}: longer than {_MAX_LINE_BYTES >> 30} GiB without a newline")
             continue
-        # One copy of the read at most (none when it ends with a whole line and nothing is pending).
-        chunk = b"".join((pending, memoryview(data)[:cut])) if pending or cut < len(data) else data
-        pending = data[cut:]
-        yield line, chunk
-        line += chunk.count(b"\n")
+        pending = bytes(memoryview(data)[cut:])
+        del data[cut:]
+        yield line, cast(bytes, data)  # a bytearray: the readers use only what it shares with bytes
+        line += count_newlines(data)
 
 
 def _depth(line: bytes) -> int:
@@ -763,7 +778,7 @@ class JsonlFormat(Format):
                     )
                 elif points:
                     point = SeekPoint(
-                        row=row + done, offset=offset + len(chunk), line=chunk_line + chunk.count(b"\n")
+                        row=row + done, offset=offset + len(chunk), line=chunk_line + count_newlines(chunk)
                     )
                 yield batch, point
             row, offset = row + len(starts), offset + len(chunk)

@@ -125,6 +125,7 @@ class ParquetFormat(Format):
     name: ClassVar[str] = "parquet"
     extensions: ClassVar[tuple[str, ...]] = (".parquet", ".pq")
     self_describing: ClassVar[bool] = True
+    rows_in_footer: ClassVar[bool] = True
 
     def __init__(
         self,

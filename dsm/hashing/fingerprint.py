@@ -9,8 +9,9 @@ keyed by field name. Two digests are kept:
 - ``ordered``: two polynomial hashes mod the prime 2**61-1 of the row-hash sequence; the same rows in the
   same order give the same value whatever the sharding. Shards combine as ``a * g**len(b) + b``.
 
-Everything is vectorised with NumPy over Arrow buffers; only variable-length values (strings, binaries)
-take one C hash call per value.
+Everything is vectorised over Arrow buffers: by the compiled kernel (:mod:`dsm.hashing.fingerprint_kernel`,
+one C call per array, GIL released) where it is built, else by the NumPy path below, which gives the same
+digests (only variable-length values and decimals then take one C hash call per value).
 
 >>> import pyarrow as pa
 >>> digest_batch(pa.record_batch({"id": [1, 2]})).rows
@@ -30,6 +31,7 @@ import xxhash
 
 from dsm.arrow_types import list_view_as_list, placeholders_nulled
 from dsm.errors import SchemaError
+from dsm.hashing import fingerprint_kernel
 from dsm.hashing.rowdigest import ALGORITHM, G1, G2, P, RowDigest
 
 __all__ = ["ALGORITHM", "RowDigest", "digest_batch", "digest_batches", "hash_rows", "hash_values"]
@@ -82,6 +84,8 @@ def _key_hash(name: str) -> int:
 def _apply_nulls(arr: pa.Array, hashes: np.ndarray) -> np.ndarray:
     if arr.null_count == 0:
         return hashes
+    if fingerprint_kernel.enabled() and fingerprint_kernel.apply_nulls(arr, hashes, _NULL):
+        return hashes
     is_null = arr.is_null().to_numpy(zero_copy_only=False)
     return np.where(is_null, _U64(_NULL), hashes)
 
@@ -93,6 +97,8 @@ def _filled_numpy(arr: pa.Array, fill: object) -> np.ndarray:
 
 
 def _hash_ints(arr: pa.Array) -> np.ndarray:
+    if fingerprint_kernel.enabled():
+        return fingerprint_kernel.hash_number_values(arr, _T_INT, _T_UINT_HIGH)
     signed = pa.types.is_signed_integer(arr.type)
     values = _filled_numpy(arr, 0)
     if signed:
@@ -106,6 +112,8 @@ def _hash_ints(arr: pa.Array) -> np.ndarray:
 
 
 def _hash_floats(arr: pa.Array) -> np.ndarray:
+    if fingerprint_kernel.enabled():
+        return fingerprint_kernel.hash_number_values(arr, _T_FLOAT)
     values = _filled_numpy(arr, 0).astype(np.float64)
     bits = values.view(_U64).copy()
     bits[np.isnan(values)] = _U64(_CANONICAL_NAN)
@@ -127,6 +135,8 @@ def _split_ns(values: np.ndarray, unit: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _hash_instants(arr: pa.Array, unit: str, tag: int) -> np.ndarray:
+    if fingerprint_kernel.enabled():
+        return fingerprint_kernel.hash_instant_values(arr, _NS_PER_UNIT[unit], tag)
     seconds, nanos = _split_ns(_storage_ints(arr), unit)
     return _fmix64(_tagged(seconds.view(_U64), tag) ^ nanos.astype(_U64))
 
@@ -145,6 +155,8 @@ def _var_offsets(arr: pa.Array) -> tuple[np.ndarray, memoryview]:
 
 
 def _hash_bytes(arr: pa.Array, tag: int) -> np.ndarray:
+    if fingerprint_kernel.enabled():
+        return fingerprint_kernel.hash_binary_values(arr, tag)
     if pa.types.is_string_view(arr.type):
         arr = arr.cast(pa.large_string())
     elif pa.types.is_binary_view(arr.type) or pa.types.is_fixed_size_binary(arr.type):
@@ -160,6 +172,8 @@ def _hash_bytes(arr: pa.Array, tag: int) -> np.ndarray:
 
 def _hash_decimals(arr: pa.Array) -> np.ndarray:
     # Canonical form: the value's normalised decimal text ("1.5" for 1.50), so scale changes keep the value.
+    if fingerprint_kernel.enabled():
+        return fingerprint_kernel.hash_decimal_values(arr, _T_DECIMAL)
     digest = xxhash.xxh3_64_intdigest
     out = np.empty(len(arr), dtype=_U64)
     for i, value in enumerate(arr.to_pylist()):
@@ -198,6 +212,8 @@ def _hash_list(arr: pa.Array, *, ordered: bool, tag: int) -> np.ndarray:
     start, stop = int(offsets[0]), int(offsets[-1])
     child = hash_values(arr.values.slice(start, stop - start))
     offsets = offsets - start
+    if fingerprint_kernel.enabled():
+        return fingerprint_kernel.hash_list_values(offsets, child, tag, ordered=ordered)
     if ordered:
         lengths = np.diff(offsets)
         positions = np.arange(stop - start, dtype=np.int64) - np.repeat(offsets[:-1], lengths)
@@ -216,6 +232,10 @@ def _hash_struct(arr: pa.StructArray) -> np.ndarray:
 
 def _combine_fields(children: Iterable[tuple[str, pa.Array]], length: int, tag: int) -> np.ndarray:
     total = np.zeros(length, dtype=_U64)
+    if fingerprint_kernel.enabled():
+        for name, child in children:
+            fingerprint_kernel.fold(total, hash_values(child), _key_hash(name))
+        return fingerprint_kernel.finish(total, tag)
     for name, child in children:
         total += _fmix64(hash_values(child) ^ _U64(_key_hash(name)))
     return _fmix64(total ^ _U64(tag))
@@ -226,6 +246,8 @@ def hash_values(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
     if isinstance(arr, pa.ChunkedArray):
         if arr.num_chunks == 0:
             return np.zeros(0, dtype=_U64)
+        if arr.num_chunks == 1:
+            return hash_values(arr.chunk(0))
         return np.concatenate([hash_values(chunk) for chunk in arr.chunks])
     kind = arr.type
     if pa.types.is_dictionary(kind):
@@ -336,6 +358,9 @@ def _poly(values: np.ndarray, base: int) -> int:
 def digest_batch(batch: pa.RecordBatch | pa.Table) -> RowDigest:
     """The :class:`RowDigest` of the rows of ``batch``."""
     row_hashes = hash_rows(batch)
+    if fingerprint_kernel.enabled():
+        u1, u2, o1, o2 = fingerprint_kernel.digest_parts(row_hashes, _K_UNORDERED_1, _K_UNORDERED_2, G1, G2)
+        return RowDigest(rows=batch.num_rows, u1=u1, u2=u2, o1=o1, o2=o2)
     return RowDigest(
         rows=batch.num_rows,
         u1=int(np.sum(_fmix64(row_hashes ^ _U64(_K_UNORDERED_1)), dtype=_U64)),

@@ -22,7 +22,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import pyarrow as pa
@@ -36,17 +36,18 @@ from dsm.errors import CheckFailed, FormatError, SchemaError
 from dsm.formats import Format, contract_format, convert_batch
 from dsm.formats._common import describe_exception
 from dsm.formats.arrow import ArrowFormat
-from dsm.hashing.checksum import HashingWriter
+from dsm.hashing.checksum import HashingWriter, algorithm_of, short_checksum
 from dsm.hashing.fingerprint import RowDigest, digest_batch
 from dsm.hashing.permutation import Permutation
 from dsm.rewrite.journal import JOURNAL_DIR, Journal
 from dsm.rewrite.plan import OutputUnit, RewritePlan, ScatterUnit, SourceRange
-from dsm.shards import DescribedShard, describe_shard, iter_shard, shard_entry
+from dsm.shards import DescribedShard, describe_shard, iter_open_shard, iter_shard, read_once, shard_entry
 from dsm.storage import Location, redact
 
 __all__ = [
     "POSITION_FIELD",
     "RewriteContext",
+    "SourceChanged",
     "copy_unit",
     "gather_unit",
     "iter_range",
@@ -86,6 +87,8 @@ class RewriteContext:
     bucket_pieces: Mapping[int, Sequence[tuple[int, int]]] = field(default_factory=dict)
     read_back: bool = False
     """Prove each written file by reading it back (else from the written batches and bytes)."""
+    checked_in_read: frozenset[str] = frozenset()
+    """Source shards whose size and checksum are checked by the read that copies them (one read each)."""
     out_schema: pa.Schema | None = None
     """What the target format's files hold (``Format.storage``); the source's schema when None."""
 
@@ -99,6 +102,10 @@ class RewriteContext:
 
     def shard(self, path: str) -> Shard:
         return self.source.shard(path)
+
+    def check_of(self, rng: SourceRange) -> Shard | None:
+        """The contract entry to check ``rng``'s shard against while reading it, if this read does."""
+        return self.shard(rng.shard) if rng.whole and rng.shard in self.checked_in_read else None
 
     def range_bytes(self, rng: SourceRange) -> int:
         shard = self.shard(rng.shard)
@@ -120,14 +127,25 @@ def spill_name(index: int) -> str:
 
 
 def iter_range(
-    loc: Location, fmt: Format, schema: pa.Schema, rng: SourceRange, batch_rows: int
+    loc: Location,
+    fmt: Format,
+    schema: pa.Schema,
+    rng: SourceRange,
+    batch_rows: int,
+    *,
+    check: Shard | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The rows of ``rng`` as batches of exactly ``schema``.
 
     A whole shard streams through the format; a part starts where the format can start
     (:meth:`Format.iter_batches_from`: the Parquet row group holding the first row, else the file's start)
-    and stops after the last row of the range.
+    and stops after the last row of the range. With ``check`` (the contract entry of a whole shard), the
+    shard is read once (:func:`~dsm.shards.read_once`) and its size and checksum are checked from the bytes
+    decoded: CheckFailed after the last batch (before the consumer can finish its output) if they differ.
     """
+    if rng.whole and check is not None and check.checksum:
+        yield from _checked_shard(loc, fmt, schema, rng.shard, batch_rows, check)
+        return
     if rng.whole:
         yield from iter_shard(loc, rng.shard, fmt, schema=schema, batch_rows=batch_rows)
         return
@@ -152,6 +170,39 @@ def iter_range(
             raise FormatError(f"shard {rng.shard}: cannot be decoded: {describe_exception(exc)}") from None
         finally:
             batches.close()  # type: ignore[attr-defined]
+
+
+def _checked_shard(
+    loc: Location, fmt: Format, schema: pa.Schema, path: str, batch_rows: int, shard: Shard
+) -> Iterator[pa.RecordBatch]:
+    algorithm = algorithm_of(shard.checksum or "")
+    with read_once(loc, path, (algorithm,)) as opened:
+        if opened.size != shard.bytes:
+            raise _changed_source(path, f"{opened.size} bytes, expected {shard.bytes}")
+        handle: IO[bytes] = opened.file  # type: ignore[assignment]
+        try:
+            yield from iter_open_shard(handle, loc, path, fmt, schema=schema, batch_rows=batch_rows)
+        except Exception:
+            # Bytes that do not decode are first of all changed bytes, if the checksum says so.
+            if opened.file.finish()[algorithm] != shard.checksum:
+                raise _changed_source(path, "its bytes do not decode and their checksum differs") from None
+            raise
+        actual = opened.file.finish()[algorithm]
+    if actual != shard.checksum:
+        raise _changed_source(
+            path, f"checksum {short_checksum(actual)} expected {short_checksum(shard.checksum or '')}"
+        )
+
+
+class SourceChanged(CheckFailed):
+    """A source shard's size or checksum, checked by the read that copies it, differs from its contract."""
+
+
+def _changed_source(path: str, what: str) -> SourceChanged:
+    return SourceChanged(
+        f"shard {path}: corrupt: {what}: the source changed after registration; nothing was written (the "
+        "files this rewrite had written were removed); restore the shard or re-register the source"
+    )
 
 
 _DONE = object()
@@ -311,7 +362,9 @@ def copy_unit(ctx: RewriteContext, unit: OutputUnit) -> DescribedShard:
 
     def batches() -> Iterator[pa.RecordBatch]:
         for rng in unit.ranges:
-            yield from iter_range(ctx.source_loc, ctx.source_fmt, ctx.schema, rng, ctx.plan.batch_rows)
+            yield from iter_range(
+                ctx.source_loc, ctx.source_fmt, ctx.schema, rng, ctx.plan.batch_rows, check=ctx.check_of(rng)
+            )
 
     written = _write_file(ctx.dest, unit.path, ctx.out_fmt, ctx.written_schema, batches())
     if written.digest.rows != unit.rows:
@@ -343,22 +396,29 @@ def scatter_unit(ctx: RewriteContext, unit: ScatterUnit) -> dict[str, Any]:
     with ctx.spill_loc.atomic_writer(path) as handle:
         sink = HashingWriter(handle)
         writer = _SPILL_FORMAT.open_writer(sink, schema)  # type: ignore[arg-type]
-        for batch in read_ahead(iter_range(ctx.source_loc, ctx.source_fmt, ctx.schema, rng, plan.batch_rows)):
-            count = batch.num_rows
-            if not count:
-                continue
-            positions = permutation(np.arange(offset, offset + count, dtype=np.uint64))
-            offset += count
-            buckets = np.searchsorted(starts, positions, side="right") - 1
-            order = np.argsort(buckets, kind="stable")
-            ordered = buckets[order]
-            batch = convert_batch(batch, stored)
-            spilled = pa.RecordBatch.from_arrays([*batch.columns, pa.array(positions)], schema=schema)
-            spilled = take(spilled, pa.array(order))
-            cuts = [0, *(np.flatnonzero(np.diff(ordered)) + 1).tolist(), count]
-            for a, b in itertools.pairwise(cuts):
-                writer.write_batch(spilled.slice(a, b - a))
-                index.append(int(ordered[a]))
+        source = iter_range(
+            ctx.source_loc, ctx.source_fmt, ctx.schema, rng, plan.batch_rows, check=ctx.check_of(rng)
+        )
+        try:
+            for batch in read_ahead(source):
+                count = batch.num_rows
+                if not count:
+                    continue
+                positions = permutation(np.arange(offset, offset + count, dtype=np.uint64))
+                offset += count
+                buckets = np.searchsorted(starts, positions, side="right") - 1
+                order = np.argsort(buckets, kind="stable")
+                ordered = buckets[order]
+                batch = convert_batch(batch, stored)
+                spilled = pa.RecordBatch.from_arrays([*batch.columns, pa.array(positions)], schema=schema)
+                spilled = take(spilled, pa.array(order))
+                cuts = [0, *(np.flatnonzero(np.diff(ordered)) + 1).tolist(), count]
+                for a, b in itertools.pairwise(cuts):
+                    writer.write_batch(spilled.slice(a, b - a))
+                    index.append(int(ordered[a]))
+        except BaseException:
+            writer.abort()  # an unfinished writer must not flush into the file when it is collected
+            raise
         writer.close()
     rows = offset - unit.offset
     if rows != unit.stop - unit.start:

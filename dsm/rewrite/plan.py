@@ -23,8 +23,9 @@ from typing import Any
 
 from dsm.contract import Contract
 from dsm.errors import InputError
-from dsm.formats import DEFAULT_BATCH_ROWS, STREAM_SUFFIXES, Format
+from dsm.formats import STREAM_SUFFIXES, Format
 from dsm.hashing.fingerprint import ALGORITHM
+from dsm.shards import DECODED_BYTES_PER_STORED_BYTE, batch_rows_for, decoded_bytes_per_row
 from dsm.units import parse_size
 
 __all__ = [
@@ -43,10 +44,6 @@ __all__ = [
 ]
 
 PLAN_VERSION = "dsm-rewrite-plan-v1"
-DECODED_BYTES_PER_STORED_BYTE = 3
-"""Assumed size of decoded (Arrow) rows per byte of stored shard, to size batches and shuffle buckets."""
-BATCH_BYTES = 8 << 20
-"""Decoded bytes per record batch the rewrite aims for: memory stays flat whatever the row size."""
 BUCKET_BYTES = 32 << 20
 """Decoded bytes per shuffle bucket: pass 2 of a shuffle holds one bucket in memory at a time."""
 ROW_GROUP_BYTES = 32 << 20
@@ -277,10 +274,7 @@ def _ranges(shards: Sequence[_SourceShard], start: int, stop: int) -> tuple[Sour
 
 def decoded_row_bytes(source: Contract) -> int:
     """An estimate of one row's decoded size from the contract alone (deterministic)."""
-    rows = source.total_rows or 0
-    if rows == 0:
-        return 1
-    return max(1, math.ceil(source.total_bytes * DECODED_BYTES_PER_STORED_BYTE / rows))
+    return decoded_bytes_per_row(source.total_bytes, source.total_rows or 0)
 
 
 def row_group_rows(source: Contract, default: int) -> int:
@@ -310,7 +304,7 @@ def plan_rewrite(
     shards = _source_shards(source)
     total = sum(s.rows for s in shards)
     row_bytes = decoded_row_bytes(source)
-    batch_rows = max(64, min(DEFAULT_BATCH_ROWS, BATCH_BYTES // row_bytes))
+    batch_rows = batch_rows_for(row_bytes)
     if num_shards is None and rows_per_shard is None:
         spans = [(s.offset, s.rows) for s in shards]
     else:

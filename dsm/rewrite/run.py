@@ -12,6 +12,7 @@ result is byte-identical to an uninterrupted run, whatever the worker count.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -24,9 +25,11 @@ from dsm.contract import Contract, DatasetFingerprint, Schema, Shard
 from dsm.engine import Executor, LocalExecutor, NullProgress, Progress, map_units
 from dsm.errors import CheckFailed, DatasetNotFound, InputError, SchemaError
 from dsm.formats import Format
+from dsm.hashing.checksum import algorithm_of, known_algorithms
 from dsm.hashing.fingerprint import ALGORITHM
 from dsm.rewrite.execute import (
     RewriteContext,
+    SourceChanged,
     bucket_pieces,
     copy_unit,
     digest_of,
@@ -268,13 +271,22 @@ def execute_rewrite(
         notes.append(f"the pass-1 files an interrupted run left in {redact(stale_spill.url)} are deleted")
     progress = progress or NullProgress()
     runner: Executor = executor if executor is not None else LocalExecutor()
+    # One read per source shard where a unit reads it whole: its checksum is checked from that read. The
+    # others (split between units, or a resumed run's) are checked before anything is written.
+    in_read = frozenset() if header is not None else whole_reads(plan)
+    in_read = frozenset(
+        s.path
+        for s in source.shards
+        if s.path in in_read and s.checksum and algorithm_of(s.checksum) in known_algorithms()
+    )
+    first = [s for s in source.shards if s.path not in in_read]
     progress.start(
-        total_bytes=source.total_bytes * (3 if job.spec.shuffle else 2),
+        total_bytes=sum(s.bytes for s in first) + source.total_bytes * (2 if job.spec.shuffle else 1),
         total_units=len(plan.units),
         description=f"{job.spec.operation} {source.ref}",
     )
     try:
-        notes += _check_sources(source, job.source_loc, workers, progress, runner)
+        notes += _check_sources(source, first, job.source_loc, workers, progress, runner)
         if stale_spill is not None:
             remove_spill(stale_spill)
         journal = Journal(job.dest, plan.key)
@@ -291,9 +303,14 @@ def execute_rewrite(
             journal=journal,
             spill=job.spill,
             read_back=job.read_back,
+            checked_in_read=in_read,
         )
         _sweep(ctx)
-        results, resumed = _run(ctx, workers, runner, progress, resume=header is not None)
+        try:
+            results, resumed = _run(ctx, workers, runner, progress, resume=header is not None)
+        except SourceChanged as exc:
+            _undo(ctx, journal)
+            raise CheckFailed(f"source {source.ref} failed its checks: {exc}") from None
         # A unit whose worker died was run again under a new temporary name; the old one goes now.
         _sweep(ctx)
     finally:
@@ -343,6 +360,27 @@ def _sweep(ctx: RewriteContext) -> None:
         remove_temporaries(ctx.spill, {spill_name(s.index) for s in ctx.plan.scatter})
 
 
+def _undo(ctx: RewriteContext, journal: Journal) -> None:
+    """Remove what this run wrote at the destination (its finished outputs, as journaled, its pass-1
+    files, in ``--spill-dir`` too, its records and journal header, and the temporaries of units another
+    worker was still writing): a source that fails its checks leaves the destination as it was. Only
+    files this run recorded are removed: a file of another writer with an output's name stays."""
+    for record in journal.records("unit").values():
+        with contextlib.suppress(DatasetNotFound):
+            ctx.dest.remove(str(record["path"]))
+    _sweep(ctx)
+    if ctx.spill is not None:
+        remove_spill(ctx.spill)
+    journal.remove()
+
+
+def whole_reads(plan: RewritePlan) -> frozenset[str]:
+    """The source shards that the plan's units read whole (each once)."""
+    if plan.shuffle:
+        return frozenset(s.shard for s in plan.scatter if s.whole)
+    return frozenset(r.shard for u in plan.units for r in u.ranges if r.whole)
+
+
 def _check_source(loc: Location, shard: Shard) -> PhysicalCheck:
     """One unit of the source check: the shard's size and checksum against its contract entry."""
     try:
@@ -353,17 +391,20 @@ def _check_source(loc: Location, shard: Shard) -> PhysicalCheck:
 
 
 def _check_sources(
-    source: Contract, loc: Location, workers: int | None, progress: Progress, executor: Executor
+    source: Contract,
+    shards: list[Shard],
+    loc: Location,
+    workers: int | None,
+    progress: Progress,
+    executor: Executor,
 ) -> list[str]:
-    """Check every source shard's size and checksum before anything is written; CheckFailed names the
-    shards that fail. Returns notes (shards that could not be verified)."""
+    """Check the size and checksum of ``shards`` (of ``source``) before anything is written; CheckFailed
+    names the shards that fail. Returns notes (shards that could not be verified)."""
 
     def done(index: int, _: PhysicalCheck) -> None:
-        progress.advance(source.shards[index].bytes)
+        progress.advance(shards[index].bytes)
 
-    checks = map_units(
-        partial(_check_source, loc), source.shards, workers=workers, on_done=done, executor=executor
-    )
+    checks = map_units(partial(_check_source, loc), shards, workers=workers, on_done=done, executor=executor)
     bad = [c for c in checks if c.status not in ("ok", "unverified")]
     if bad:
         shown = "; ".join(f"shard {c.path}: {c.status}: {c.detail}" for c in bad[:5])

@@ -4,18 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import IO
 
 import pyarrow as pa
 
 from dsm.contract import Shard
 from dsm.errors import DatasetNotFound, FormatError, SchemaError, StorageError
-from dsm.formats import Format
+from dsm.formats import DEFAULT_BATCH_ROWS, Format
+from dsm.hashing.checksum import algorithm_of
+from dsm.hashing.onepass import ShortRead
 from dsm.hashing.rowdigest import RowDigest
-from dsm.shards import digest_shard, shard_schema
+from dsm.shards import digest_open_shard, open_shard, open_shard_schema, read_once
 from dsm.storage import Location, redact
+from dsm.validators.physical import PhysicalCheck, compare_checksum, precheck, read_failure
 from dsm.validators.schema import schema_differences
 
-__all__ = ["RowCheck", "check_rows"]
+__all__ = ["RowCheck", "check_rows", "check_shard"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,14 +39,26 @@ def check_rows(
     schema: pa.Schema,
     *,
     on_rows: Callable[[int], None] | None = None,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    handle: IO[bytes] | None = None,
 ) -> RowCheck:
-    """Decode one shard with the contract's schema and compare its rows and fingerprint."""
+    """Decode one shard with the contract's schema and compare its rows and fingerprint; ``batch_rows``
+    bounds the rows decoded at once. With ``handle`` (a :func:`~dsm.shards.read_once` file), the shard
+    is read from it, footer and all, instead of being opened again."""
     try:
+        if handle is None:
+            with open_shard(loc, shard.path) as opened:
+                return check_rows(
+                    loc, shard, fmt, schema, on_rows=on_rows, batch_rows=batch_rows, handle=opened
+                )
         if fmt.self_describing:
-            problems = schema_differences(schema, shard_schema(loc, shard.path, fmt))
+            problems = schema_differences(schema, open_shard_schema(handle, loc, shard.path, fmt))
             if problems:
                 return RowCheck(path=shard.path, status="schema_mismatch", detail="; ".join(problems))
-        found = digest_shard(loc, shard.path, fmt, schema=schema, on_rows=on_rows)
+            handle.seek(0)
+        found = digest_open_shard(
+            handle, loc, shard.path, fmt, schema=schema, on_rows=on_rows, batch_rows=batch_rows
+        )
     except DatasetNotFound:
         return RowCheck(path=shard.path, status="missing", detail="vanished while being read")
     except SchemaError as exc:
@@ -74,6 +90,37 @@ def check_rows(
             digest=digest,
         )
     return RowCheck(path=shard.path, status="ok", digest=digest)
+
+
+def check_shard(
+    loc: Location,
+    shard: Shard,
+    fmt: Format,
+    schema: pa.Schema,
+    *,
+    actual_size: int | None,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    on_bytes: Callable[[int], None] | None = None,
+) -> tuple[PhysicalCheck, RowCheck | None]:
+    """Both checks of one shard from one read (``verify --deep``): its bytes against the checksum and its
+    decoded rows against the fingerprint, the checksum taken from the bytes that are decoded
+    (:func:`~dsm.shards.read_once`). The rows are None when the bytes already fail (or were not read)."""
+    decided = precheck(shard, actual_size=actual_size)
+    if decided is not None:
+        return decided, None
+    algorithm = algorithm_of(shard.checksum or "")
+    try:
+        with read_once(loc, shard.path, (algorithm,), on_bytes=on_bytes) as opened:
+            handle: IO[bytes] = opened.file  # type: ignore[assignment]
+            rows = check_rows(loc, shard, fmt, schema, batch_rows=batch_rows, handle=handle)
+            # Every byte the decoder did not ask for (or did not reach, if it failed) is hashed here.
+            actual = opened.file.finish()[algorithm]
+    except (DatasetNotFound, StorageError) as exc:
+        return read_failure(shard, exc), None
+    except ShortRead as exc:
+        return PhysicalCheck(path=shard.path, status="unreadable", detail=str(exc)), None
+    physical = compare_checksum(shard, actual)
+    return physical, (rows if physical.status == "ok" else None)
 
 
 def _wide_decimals(kind: pa.DataType) -> bool:

@@ -9,6 +9,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from conformance import TYPE_CASES, FormatConformance, assert_same_rows
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dsm.errors import FormatError
 from dsm.formats.jsonl import JsonlFormat
@@ -188,3 +190,38 @@ def test_compressed_output_is_smaller() -> None:
             writer.write_batch(batch)
         sizes[codec] = len(sink.getvalue())
     assert sizes["gzip"] < sizes[None] // 10 and sizes["zstd"] < sizes[None] // 10
+
+
+class _ReadOnly:
+    """A stream with ``read`` only (no ``readinto``), as some file objects are."""
+
+    def __init__(self, data: bytes) -> None:
+        self._file = io.BytesIO(data)
+
+    def read(self, size: int = -1) -> bytes:
+        return self._file.read(size)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    lines=st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b" ")), max_size=30),
+    trailing_newline=st.booleans(),
+    chunk_bytes=st.integers(1, 64),
+    readinto=st.booleans(),
+)
+def test_chunks_are_whole_lines_that_add_up_to_the_file(
+    lines: list[bytes], trailing_newline: bool, chunk_bytes: int, readinto: bool
+) -> None:
+    from dsm.formats._lines import count_newlines
+    from dsm.formats.jsonl import _iter_chunks
+
+    data = b"\n".join(lines) + (b"\n" if trailing_newline and lines else b"")
+    stream = io.BytesIO(data) if readinto else _ReadOnly(data)
+    chunks = list(_iter_chunks(stream, chunk_bytes))
+    assert b"".join(bytes(c) for _, c in chunks) == data
+    line = 1
+    for index, (first_line, chunk) in enumerate(chunks):
+        assert first_line == line and chunk
+        assert chunk.endswith(b"\n") or index == len(chunks) - 1
+        assert count_newlines(chunk) == chunk.count(b"\n")
+        line += chunk.count(b"\n")

@@ -1,0 +1,187 @@
+"""One read per shard: ``register`` and ``verify --deep`` take each shard's checksum from the bytes they
+decode, so the GET bytes a real S3 server (moto) is asked for equal the dataset's bytes, not twice."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import dsm
+from dsm.hashing import onepass
+from dsm.hashing.checksum import file_checksum
+from dsm.hashing.onepass import OnePassFile
+from tests.servers import MotoServer
+
+pytestmark = pytest.mark.usefixtures("_small_blocks")
+
+
+@pytest.fixture
+def _small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blocks of 64 KiB, so that shards of a few hundred KB span many blocks and their footers (pyarrow
+    reads the last 64 KiB first: one or two blocks) are fetched ahead of the hash, as 128 MB shards are
+    with 8 MiB blocks."""
+    monkeypatch.setattr(onepass, "BLOCK", 64 << 10)
+
+
+def _table(rows: int, seed: int) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    return pa.table(
+        {
+            "id": pa.array(np.arange(rows), pa.int64()),
+            "text": [f"row {i} " + "x" * int(rng.integers(0, 200)) for i in range(rows)],
+            "score": pa.array(rng.normal(size=rows)),
+        }
+    )
+
+
+def _upload(moto_server: MotoServer, bucket: str, kind: str) -> dict[str, int]:
+    """A dataset of three shards of ``kind`` under ``bucket/data``: {key: size}."""
+    client = moto_server.client()
+    client.create_bucket(Bucket=bucket)
+    sizes = {}
+    for i in range(3):
+        # A few hundred KB each: several blocks, whatever the format's bytes per row.
+        rows = {"parquet": 12_000, "arrow": 4_000, "jsonl": 3_000}[kind] * (8 + i) // 8
+        table = _table(rows, seed=i)
+        sink = io.BytesIO()
+        if kind == "parquet":
+            pq.write_table(table, sink, row_group_size=900, compression="zstd")
+        elif kind == "arrow":
+            with ipc.new_file(sink, table.schema) as writer:
+                for batch in table.to_batches(max_chunksize=700):
+                    writer.write_batch(batch)
+        else:
+            sink.write("".join(json.dumps(row) + "\n" for row in table.to_pylist()).encode())
+        key = f"data/part-{i}.{kind}"
+        client.put_object(Bucket=bucket, Key=key, Body=sink.getvalue())
+        sizes[f"{bucket}/{key}"] = len(sink.getvalue())
+    return sizes
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "parquet",
+        pytest.param(
+            "arrow",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="the Arrow reader's footer check (footer.count_rows) reads every batch header "
+                "before the body is streamed, so the blocks are fetched twice; known, not yet fixed",
+            ),
+        ),
+        "jsonl",
+    ],
+)
+def test_register_and_deep_verify_get_each_byte_once(
+    moto_server: MotoServer, tmp_path: Path, kind: str
+) -> None:
+    bucket = f"one-read-{kind}"
+    sizes = _upload(moto_server, bucket, kind)
+    assert min(sizes.values()) > 3 * onepass.BLOCK  # many blocks per shard
+    options = moto_server.options()
+    registry = str(tmp_path / "registry")
+    schema = dsm.Schema.from_arrow(_table(1, 0).schema)  # given: no footer is read to infer it
+    with moto_server.get_bytes() as registered:
+        contract = dsm.register(
+            f"s3://{bucket}/data", name=kind, schema=schema, registry=registry, storage_options=options
+        )
+    assert registered == sizes, "register: every byte of every shard GET exactly once"
+    with moto_server.get_bytes() as verified:
+        report = dsm.verify(contract, deep=True, registry=registry, storage_options=options)
+    assert report.ok, report.failures
+    assert {s.verified_by for s in report.shards} == {"bytes+rows"}
+    assert verified == sizes, "verify --deep: every byte of every shard GET exactly once"
+    # The checksum taken from the decoded bytes is the checksum of the object.
+    client = moto_server.client()
+    for shard in contract.shards:
+        body = client.get_object(Bucket=bucket, Key=f"data/{shard.path}")["Body"].read()
+        assert shard.checksum == file_checksum(io.BytesIO(body))
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_rewrite_checks_each_source_from_the_read_that_copies_it(
+    moto_server: MotoServer, tmp_path: Path, shuffle: bool
+) -> None:
+    """Reshard into one file (its unit reads every source whole), in order and shuffled (pass 1 reads each
+    source whole), GETs each source byte once: the source checksums come from the copying read, not from a
+    read of their own before it."""
+    bucket = f"one-read-rewrite-{int(shuffle)}"
+    sizes = _upload(moto_server, bucket, "parquet")
+    options = moto_server.options()
+    registry = str(tmp_path / "registry")
+    dsm.register(f"s3://{bucket}/data", name="src", registry=registry, storage_options=options)
+    with moto_server.get_bytes(prefix=f"{bucket}/data/") as read:
+        dsm.reshard(
+            "src",
+            f"s3://{bucket}/out",
+            num_shards=1,
+            shuffle=shuffle,
+            seed=3 if shuffle else None,
+            registry=registry,
+            storage_options=options,
+        )
+    assert read == sizes
+
+
+def test_deep_verify_from_one_read_still_names_a_changed_byte(
+    moto_server: MotoServer, tmp_path: Path
+) -> None:
+    """A byte changed in a region no decoder reads (Parquet footer padding is not one; the bytes after the
+    last row group's pages are) is found by the checksum of the same read."""
+    bucket = "one-read-corrupt"
+    sizes = _upload(moto_server, bucket, "parquet")
+    options = moto_server.options()
+    registry = str(tmp_path / "registry")
+    contract = dsm.register(f"s3://{bucket}/data", name="c", registry=registry, storage_options=options)
+    client = moto_server.client()
+    body = bytearray(client.get_object(Bucket=bucket, Key="data/part-1.parquet")["Body"].read())
+    body[len(body) // 2] ^= 0x01
+    client.put_object(Bucket=bucket, Key="data/part-1.parquet", Body=bytes(body))
+    with moto_server.get_bytes() as verified:
+        report = dsm.verify(contract, deep=True, registry=registry, storage_options=options)
+    assert not report.ok
+    bad = {s.path: s for s in report.failures}
+    assert set(bad) == {"part-1.parquet"} and bad["part-1.parquet"].status in ("corrupt", "unreadable")
+    assert verified == sizes
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    data=st.binary(max_size=3000),
+    block=st.integers(1, 700),
+    reads=st.lists(st.tuples(st.integers(-50, 3100), st.integers(-1, 1200), st.booleans()), max_size=12),
+)
+def test_any_order_of_reads_hashes_the_whole_file_once(
+    data: bytes, block: int, reads: list[tuple[int, int, bool]]
+) -> None:
+    """Whatever a decoder reads, in any order, it gets the file's bytes, and the checksum is the file's;
+    with no read behind the hash beyond what is kept, each byte is fetched once."""
+    fetched: list[tuple[int, int]] = []
+
+    def fetch(start: int, stop: int) -> bytes:
+        fetched.append((start, stop))
+        return data[start:stop]
+
+    f = OnePassFile(fetch, len(data), ["xxh3-128"], block=block)
+    for pos, n, into in reads:
+        at = f.seek(pos, 0 if pos >= 0 else 2)
+        if into:
+            buffer = bytearray(max(n, 0))
+            got = bytes(buffer[: f.readinto(buffer)])
+            assert got == data[at : at + max(n, 0)]
+        else:
+            assert f.read(n) == (data[at:] if n < 0 else data[at : at + n])
+    assert f.finish() == {"xxh3-128": file_checksum(io.BytesIO(data))}
+    assert f.fetched == sum(b - a for a, b in fetched) >= len(data)
+    if not reads:
+        assert f.fetched == len(data)
