@@ -83,6 +83,7 @@ test: lint typecheck unit
 bench: install
 	$(BIN)/python benchmarks/verify.py
 	$(BIN)/python benchmarks/read.py
+	$(BIN)/python benchmarks/startup.py
 	$(BIN)/python benchmarks/bench_overhead.py
 	$(BIN)/python benchmarks/rewrite.py --sizes 0.5,1.0
 	$(BIN)/python benchmarks/cutover.py

@@ -1,53 +1,133 @@
-"""The CLI starts light: loading the app and running a bytes-only verify never imports Arrow or NumPy.
+"""The CLI starts light: each command imports only what it needs (benchmarks/startup.py times it).
 
 `dsm verify` is timed against xxhsum (benchmarks/verify.py) with start-up included, so heavy imports belong
-inside the commands that need them (CLI modules import their library lazily).
+inside the commands that need them: the app imports a command module only when its command runs (CLI
+modules import their library lazily), and `--help` lists the commands from the app's table. These tests
+guard the import sets, not timings.
 """
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import pkgutil
 import subprocess
 import sys
-from pathlib import Path
+
+import pytest
+import typer
+import typer.main
+from typer.testing import CliRunner
+
+import dsm.cli
+from dsm.cli.app import COMMANDS, app
 
 from .conftest import write_parquet_shards
 
 HEAVY = ("pyarrow", "numpy", "pandas", "duckdb", "s3fs", "adlfs", "torch")
+NOT_FOR_SHORT_COMMANDS = (*HEAVY, "pydantic")
+"""Never imported by --help, ls or a bytes-only verify (typer would import pydantic to coerce options)."""
+
+
+def _modules_after(code: str) -> set[str]:
+    probe = f"{code}\nimport sys\nprint(' '.join(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True).stdout
+    return set(out.split())
 
 
 def _imported_after(code: str) -> set[str]:
-    probe = f"{code}\nimport sys\nprint(' '.join(sorted(sys.modules)))"
-    out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True).stdout
-    return {name.split(".")[0] for name in out.split()}
+    return {name.split(".")[0] for name in _modules_after(code)}
+
+
+def _running(*argv: str) -> set[str]:
+    """The modules loaded by the console script's main() run with ``argv`` (output discarded)."""
+    code = (
+        "import sys, io, contextlib\n"
+        f"sys.argv = ['dsm', *{list(argv)!r}]\n"
+        "from dsm.cli import main\n"
+        "try:\n    with contextlib.redirect_stdout(io.StringIO()):\n        main()\n"
+        "except SystemExit as e:\n    assert e.code in (0, None), e.code\n"
+    )
+    return _modules_after(code)
+
+
+def _command_modules(loaded: set[str]) -> set[str]:
+    return {name for name in loaded if name.startswith("dsm.cli.") and name not in ("dsm.cli.app",)} - {
+        "dsm.cli.options",
+        "dsm.cli.render",
+    }
+
+
+@pytest.fixture(scope="module")
+def tiny_registry(tmp_path_factory: pytest.TempPathFactory, sample_table) -> str:  # type: ignore[no-untyped-def]
+    folder = tmp_path_factory.mktemp("tiny")
+    write_parquet_shards(folder / "data", sample_table, 1)
+    registry = str(folder / "registry")
+    import dsm
+
+    dsm.register(str(folder / "data"), name="tiny", registry=registry)
+    return registry
+
+
+def test_help_imports_no_command_module() -> None:
+    loaded = _running("--help")
+    assert not {n.split(".")[0] for n in loaded} & {*NOT_FOR_SHORT_COMMANDS, "fsspec", "yaml"}
+    assert _command_modules(loaded) == set()
+    assert not {n for n in loaded if n.startswith("dsm.commands")}
+
+
+def test_ls_imports_its_module_alone(tiny_registry: str) -> None:
+    loaded = _running("ls", "--registry", tiny_registry)
+    assert not {n.split(".")[0] for n in loaded} & set(NOT_FOR_SHORT_COMMANDS)
+    assert _command_modules(loaded) == {"dsm.cli.catalog"}
+
+
+def test_bytes_verify_imports_its_module_alone(tiny_registry: str) -> None:
+    loaded = _running("verify", "tiny", "--registry", tiny_registry)
+    assert not {n.split(".")[0] for n in loaded} & set(NOT_FOR_SHORT_COMMANDS)
+    assert _command_modules(loaded) == {"dsm.cli.verify"}
+
+
+def _eager_commands() -> dict[str, tuple[str, str]]:
+    """Every command the CLI modules add, by name: ``(module, first paragraph of its help)``."""
+    found: dict[str, tuple[str, str]] = {}
+    for info in pkgutil.iter_modules(dsm.cli.__path__):
+        module = importlib.import_module(f"dsm.cli.{info.name}")
+        if not hasattr(module, "add_to"):
+            continue
+        sub = typer.Typer(rich_markup_mode="rich")
+        module.add_to(sub)
+        for name, command in typer.main.get_group(sub).commands.items():
+            found[name] = (info.name, inspect.cleandoc(command.help or "").split("\n\n")[0].strip())
+    return found
+
+
+def test_the_command_table_is_what_the_modules_add() -> None:
+    """A command module's commands are all in COMMANDS, under their module, with their own help."""
+    table = {e.name: (e.module, e.help) for e in COMMANDS}
+    assert len(table) == len(COMMANDS)
+    assert table == _eager_commands()
+
+
+def test_help_lists_what_loading_every_command_would() -> None:
+    runner = CliRunner()
+    lazy = runner.invoke(app, ["--help"], terminal_width=100)
+    eager = typer.main.get_command(app)
+    for name in eager.list_commands(None):  # type: ignore[arg-type]
+        eager.commands[name]  # loads the module of each
+    loaded = runner.invoke(app, ["--help"], terminal_width=100)
+    assert lazy.exit_code == loaded.exit_code == 0
+    assert lazy.output == loaded.output
+    assert all(e.name in lazy.output for e in COMMANDS)
+
+
+def test_options_are_coerced_as_typer_would() -> None:
+    """The plain coercion (no pydantic for values already typed) leaves typer's checks in place."""
+    runner = CliRunner()
+    bad = runner.invoke(app, ["verify", "x", "--workers", "0"])
+    assert bad.exit_code == 2 and "--workers" in bad.output
 
 
 def test_loading_the_cli_imports_nothing_heavy() -> None:
     loaded = _imported_after("import dsm.cli.app")
-    assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
-
-
-def test_bytes_verify_imports_nothing_heavy(tmp_path: Path, sample_table) -> None:  # type: ignore[no-untyped-def]
-    write_parquet_shards(tmp_path / "data", sample_table, 2)
-    registry = tmp_path / "registry"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dsm",
-            "register",
-            str(tmp_path / "data"),
-            "--name",
-            "s",
-            "--registry",
-            str(registry),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    code = (
-        "import sys\nfrom dsm.cli.app import app\n"
-        f"try:\n    app(['verify', 's', '--registry', {str(registry)!r}])\nexcept SystemExit as e:\n"
-        "    assert e.code in (0, None), e.code\n"
-    )
-    loaded = _imported_after(code)
     assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))

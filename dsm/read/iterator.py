@@ -9,6 +9,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 
 from dsm.errors import CheckFailed, DatasetNotFound, FormatError, InputError, SchemaError, StateError
@@ -99,6 +100,8 @@ class DatasetIterator:
         # Rows decoded at once: a batch's worth (never more than this rank holds), or ~READ_BATCH_BYTES.
         wanted = min(self.batch_size, max(1, self.rows_assigned))
         self._read_rows = max(wanted, min(int(READ_BATCH_BYTES / per_row), _MAX_READ_ROWS))
+        if order.shuffle and order.block_rows <= self._read_rows:  # decoded batches end on block bounds
+            self._read_rows = self._read_rows // order.block_rows * order.block_rows
         if self.rows_assigned == 0 or (drop_last and self.rows_assigned < batch_size):
             what = f"fewer rows than one batch of {batch_size}" if drop_last else "no rows"
             raise InputError(
@@ -324,7 +327,7 @@ class DatasetIterator:
                 step += 1
             done = 0
             try:
-                for batch in self._read_segment(segment):
+                for batch in self._read_segment(segment, self.batch_size - buffered):
                     if not buffered and batch.num_rows == self.batch_size:  # the common case: as it came
                         done += self.batch_size
                         yield batch, [(cursor + done - self.batch_size, self.batch_size)]
@@ -365,23 +368,68 @@ class DatasetIterator:
             yield concat(pieces), marks
         self._cursor = limit  # the share is done (with drop_last, a short tail is left unread)
 
-    def _read_segment(self, segment: Segment) -> Iterator[pa.RecordBatch]:
+    def _read_segment(self, segment: Segment, first: int) -> Iterator[pa.RecordBatch]:
+        """The rows of ``segment`` in epoch order. Shuffled, they come in pieces of ``first`` rows (what
+        completes the batch being assembled), then of ``batch_size``, each gathered straight from the
+        decoded rows by index; in order, in the batches the format decodes."""
         if not self.order.shuffle:
             yield from self._stream_at(segment.shard, segment.row).read(segment.rows)
             return
         block_rows = self.order.block_rows
-        first_block = segment.row // block_rows
-        last_block = (segment.row + segment.rows - 1) // block_rows
-        shard_rows = self.dataset.shards[segment.shard].rows or 0
-        for block in range(first_block, last_block + 1):
-            start = block * block_rows
-            size = min(block_rows, shard_rows - start)
-            stream = self._stream_at(segment.shard, start)
-            data = concat(stream.take(size))
-            permutation = self.order.block_permutation(segment.shard, block)
-            low = max(segment.row - start, 0)
-            high = min(segment.row + segment.rows - start, size)
-            yield data.take(pa.array(permutation[low:high]))
+        low, high = segment.row, segment.row + segment.rows  # within-shard order = file rows, block-permuted
+        start = low // block_rows * block_rows
+        size = first
+        for unit_start, unit in self._block_units(segment.shard, start, high):
+            unit_stop = unit_start + unit.num_rows
+            indexes = self._unit_indexes(segment.shard, unit_start, unit_stop)
+            begin, end = max(low, unit_start) - unit_start, min(high, unit_stop) - unit_start
+            while begin < end:
+                take = min(size, end - begin)
+                yield unit.take(pa.array(indexes[begin : begin + take]))
+                begin += take
+                size = size - take or self.batch_size
+
+    def _block_units(self, shard: int, start: int, stop: int) -> Iterator[tuple[int, pa.RecordBatch]]:
+        """The file rows from block boundary ``start`` to the end of the block holding row ``stop - 1``, as
+        ``(first file row, batch)`` pieces of whole blocks: the decoded batches themselves where they hold
+        whole blocks, one block joined from two batches where a batch ends inside one."""
+        block_rows = self.order.block_rows
+        shard_rows = self.dataset.shards[shard].rows or 0
+        end = min(-(-stop // block_rows) * block_rows, shard_rows)
+        carry: list[pa.RecordBatch] = []
+        carried = 0
+        position = start  # first file row not yet handed out
+        for batch in self._stream_at(shard, start).read(end - start):
+            if carry:  # finish the block the last batch ended in
+                need = min(position + block_rows, end) - position - carried
+                if batch.num_rows < need:
+                    carry.append(batch)
+                    carried += batch.num_rows
+                    continue
+                carry.append(batch.slice(0, need))
+                joined = concat(carry)
+                yield position, joined
+                position += joined.num_rows
+                batch = batch.slice(need)
+                carry, carried = [], 0
+            last = position + batch.num_rows
+            whole = batch.num_rows if last == end else last // block_rows * block_rows - position
+            if whole > 0:
+                yield position, batch if whole == batch.num_rows else batch.slice(0, whole)
+                position += whole
+            if whole < batch.num_rows:
+                carry, carried = [batch.slice(max(whole, 0))], batch.num_rows - max(whole, 0)
+        if carry:
+            yield position, concat(carry)
+
+    def _unit_indexes(self, shard: int, start: int, stop: int) -> np.ndarray:
+        """Rows of file rows ``[start, stop)`` (whole blocks) in the epoch's order, relative to ``start``."""
+        block_rows = self.order.block_rows
+        parts = [
+            self.order.block_permutation(shard, block) + (block * block_rows - start)
+            for block in range(start // block_rows, -(-stop // block_rows))
+        ]
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def _stream_at(self, shard: int, row: int) -> ShardStream:
         stream = self._stream
