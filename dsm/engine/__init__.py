@@ -40,6 +40,7 @@ from dsm.engine.base import (
 from dsm.engine.local import LocalExecutor
 from dsm.engine.progress import NullProgress, Progress
 from dsm.errors import InputError
+from dsm.units import parse_workers
 
 __all__ = [
     "ENGINES",
@@ -131,6 +132,8 @@ def run_units(
     ``on_error="raise"`` stops at the first failure (units not started are cancelled) and re-raises it;
     ``"skip"`` and ``"collect"`` return a :class:`UnitFailure` in that unit's place.
     """
+    if workers is not None:
+        parse_workers(workers)  # a whole number in 1..MAX_WORKERS, on every engine, before anything starts
     runner: Executor = executor if executor is not None else LocalExecutor()
     return runner.run(fn, units, workers=workers, mode=mode, on_error=on_error, on_done=on_done)
 
