@@ -43,7 +43,7 @@ install-base: $(BASE_STAMP)
 $(STAMP): $(BASE_STAMP)
 	$(PIP) install --upgrade pip
 	$(PIP) install --only-binary :all: '$(TORCH_CPU)' || true
-	$(PIP) install -e '.[test,s3,azure,torch,web]'
+	$(PIP) install -e '.[test,s3,azure,torch,ray,web]'
 	rm -f $(VENV)/.installed-test-*
 	touch $@
 
@@ -107,8 +107,10 @@ bench: install
 	$(BIN)/python benchmarks/view.py
 
 # The SVG snapshots of `dsm view` (tests/__snapshots__/) made again, and the three docs/ shows copied from
-# them; look at the new pictures before committing them.
-screenshots: install
+# them; the screenshots of `dsm serve` (docs/screenshots/) taken again by its browser tests. Look at the new
+# pictures before committing them.
+screenshots: install browser
+	DSM_SCREENSHOTS=docs $(BIN)/pytest -q tests/test_serve_browser.py
 	$(BIN)/pytest -q tests/test_view_snapshots.py --snapshot-update -k "not docs"
 	cp tests/__snapshots__/test_view_snapshots/test_chat_thread.svg docs/view-chat.svg
 	cp tests/__snapshots__/test_view_snapshots/test_image_view.svg docs/view-image.svg

@@ -24,29 +24,24 @@ Wall seconds come from a clock around each run, CPU seconds (user + system) and 
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
+import json
 import os
+import shutil
+import statistics
+import subprocess
 import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
 
-# This file is named like the standard library's ``inspect``: its folder must not be on the import path, or
-# ``import dataclasses`` (which imports ``inspect``) would import this script.
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-
-import argparse  # noqa: E402
-import importlib.util  # noqa: E402
-import json  # noqa: E402
-import shutil  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import time  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import numpy as np  # noqa: E402
-import pyarrow as pa  # noqa: E402
-import pyarrow.compute as pc  # noqa: E402
-import pyarrow.parquet as pq  # noqa: E402
-
 _spec = importlib.util.spec_from_file_location("rewrite_benchmark", os.path.join(_HERE, "rewrite.py"))
 if _spec is None or _spec.loader is None:
     raise SystemExit("benchmarks/rewrite.py (the corpus generator) is missing")

@@ -44,7 +44,7 @@ class StorageRoot:
 STORAGE_KINDS = ["local", "memory", "s3", "azure"]
 
 # Session fixtures that start moto (S3) and Azurite (Azure Blob), and the s3_storage / azure_storage roots.
-pytest_plugins = ["tests.servers"]
+pytest_plugins = ["tests.servers", "tests.ray_support"]
 
 
 @pytest.fixture(params=STORAGE_KINDS)

@@ -135,6 +135,12 @@ def test_cli_options_reach_the_library_unchanged(monkeypatch: pytest.MonkeyPatch
             "3",
             "--overwrite",
             "--read-back",
+            "--spill-dir",
+            "s3://scratch/dsm/",
+            "--engine",
+            "ray",
+            "--ray-address",
+            "10.0.0.1:6379",
             "--registry",
             "mem-reg",
             "--storage-option",
@@ -161,6 +167,9 @@ def test_cli_options_reach_the_library_unchanged(monkeypatch: pytest.MonkeyPatch
         "workers": 3,
         "overwrite": True,
         "read_back": True,
+        "spill_dir": "s3://scratch/dsm/",
+        "engine": "ray",
+        "ray_address": "10.0.0.1:6379",
         "registry": "mem-reg",
         "storage_options": {"anon": True},
     }
@@ -173,6 +182,7 @@ def test_cli_options_reach_the_library_unchanged(monkeypatch: pytest.MonkeyPatch
     assert kwargs["format"] == "csv" and kwargs["format_options"] == {"delimiter": ";"}
     assert kwargs["compression"] is None and kwargs["overwrite"] is False and kwargs["workers"] is None
     assert kwargs["read_back"] is False
+    assert kwargs["engine"] is None and kwargs["ray_address"] is None
 
 
 def test_the_old_to_format_spelling_still_works_hidden_with_a_note(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -234,8 +234,8 @@ def test_start_options_reach_the_library_unchanged(calls: dict[str, Any]) -> Non
         "--min-throughput", "200MB/s", "--sample-rows", "50", "--shadow-duration", "3",
         "--shadow-workers", "1,4", "--allow-breaking", "--measure-seconds", "2", "--skip-readiness",
         "encryption", "--skip-readiness", "throughput", "--run",
-        "--through", "switch", "--lease-seconds", "30", "--workers", "4", "--registry", "reg",
-        "--storage-option", "anon=true",
+        "--through", "switch", "--lease-seconds", "30", "--workers", "4", "--engine", "ray",
+        "--ray-address", "10.0.0.1:6379", "--registry", "reg", "--storage-option", "anon=true",
     )  # fmt: skip
     assert result.exit_code == 2
     args, kwargs = calls["start_cutover"]
@@ -272,6 +272,8 @@ def test_start_options_reach_the_library_unchanged(calls: dict[str, Any]) -> Non
         "through": "switch",
         "lease_seconds": 30.0,
         "workers": 4,
+        "engine": "ray",
+        "ray_address": "10.0.0.1:6379",
         "registry": "reg",
         "storage_options": {"anon": True},
     }
@@ -311,8 +313,11 @@ def test_other_commands_pass_their_options_unchanged(calls: dict[str, Any]) -> N
         5.0,
         2,
     )
-    run("cutover", "resume", "c1", "--force")
+    run("cutover", "run", "c1", "--engine", "ray", "--ray-address", "h:1")
+    assert (calls["run_cutover"][1]["engine"], calls["run_cutover"][1]["ray_address"]) == ("ray", "h:1")
+    run("cutover", "resume", "c1", "--force", "--engine", "ray")
     assert calls["resume_cutover"][0] == ("c1",) and calls["resume_cutover"][1]["force"] is True
+    assert calls["resume_cutover"][1]["engine"] == "ray"
     run("cutover", "rollback", "c1", "--discard-target", "--force")
     kwargs = calls["rollback_cutover"][1]
     assert kwargs["discard_target"] is True and kwargs["force"] is True

@@ -63,3 +63,64 @@ def test_threads_may_run_closures_processes_need_picklable_units() -> None:
 def test_an_unknown_mode_is_refused() -> None:
     with pytest.raises(ValueError, match="mode must be one of thread, process"):
         LocalExecutor(mode="ray").run(abs, [1])  # type: ignore[arg-type]
+
+
+# --- choosing an engine by name -------------------------------------------------------------------------
+
+
+def test_an_engine_is_chosen_by_name_then_dsm_engine_then_local(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dsm.engine import ENGINES, engine_name, open_executor
+    from dsm.errors import InputError
+
+    monkeypatch.delenv("DSM_ENGINE", raising=False)
+    assert tuple(ENGINES) == ("local", "ray")
+    assert engine_name(None) == "local" and engine_name("RAY") == "ray"
+    monkeypatch.setenv("DSM_ENGINE", "ray")
+    assert engine_name(None) == "ray" and engine_name("local") == "local"
+    monkeypatch.setenv("DSM_ENGINE", "spark")
+    with pytest.raises(InputError, match=r"unknown engine 'spark' \(from DSM_ENGINE\): one of local, ray"):
+        engine_name(None)
+    with pytest.raises(InputError, match="unknown engine 'dask': one of local, ray"):
+        open_executor("dask")
+    local = open_executor("local", workers=3)
+    assert isinstance(local, LocalExecutor) and local.report().cpus == 3
+    assert open_executor(local) is local  # an executor passed in is used as it is
+    with pytest.raises(InputError, match="--ray-address only applies with --engine ray"):
+        open_executor("local", ray_address="10.0.0.1:6379")
+
+
+def test_a_missing_extra_names_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, sample_table: Any
+) -> None:
+    import sys
+
+    from typer.testing import CliRunner
+
+    from dsm.cli.app import app
+    from dsm.engine import open_executor
+    from dsm.errors import InputError
+
+    from .conftest import write_parquet_shards
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails as when it is not installed
+    monkeypatch.delitem(sys.modules, "dsm.engine.ray", raising=False)
+    with pytest.raises(
+        InputError, match=r"the ray engine needs ray, which is not installed: pip install 'dsm\[ray\]'"
+    ):
+        open_executor("ray")
+    write_parquet_shards(tmp_path / "src", sample_table.slice(0, 100), 1)
+    result = CliRunner().invoke(
+        app,
+        [
+            "register",
+            str(tmp_path / "src"),
+            "--name",
+            "web",
+            "--registry",
+            str(tmp_path / "r"),
+            "--engine",
+            "ray",
+        ],
+    )
+    assert result.exit_code == 2 and "pip install 'dsm[ray]'" in result.stderr
+    assert not (tmp_path / "r").exists()  # refused before anything was written

@@ -290,8 +290,30 @@ def test_a_setting_patched_through_an_old_path_reaches_its_home_and_is_restored(
     assert before == home.READ_BATCH_BYTES
 
 
-def test_no_benchmark_script_shadows_a_standard_module() -> None:
-    """`python benchmarks/x.py` puts benchmarks/ first on the path: a script named like a standard module
-    (benchmarks/inspect.py did) replaces that module for every other script there and for what they import."""
-    names = {path.stem for path in (ROOT / "benchmarks").glob("*.py")}
-    assert not names & set(sys.stdlib_module_names)
+# --- benchmarks -----------------------------------------------------------------------------------------
+
+
+def _top_level_imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_no_benchmark_script_is_imported_in_place_of_a_module() -> None:
+    """``python benchmarks/x.py`` puts benchmarks/ first on the import path, so a script named like a module
+    is imported in its place by every benchmark (a script named ``inspect.py`` broke them all: dataclasses
+    and numpy import ``inspect``). No script has a standard library module's name, and a script named like
+    an installed package (``ray.py``, as its issue names it) is imported by no benchmark under that name."""
+    import importlib.metadata
+
+    scripts = {path.stem: path for path in (ROOT / "benchmarks").glob("*.py")}
+    assert {"ray", "rewrite"} <= set(scripts)
+    assert sorted(set(scripts) & set(sys.stdlib_module_names)) == []
+    installed = set(scripts) & set(importlib.metadata.packages_distributions())
+    assert "ray" in installed
+    for path in scripts.values():
+        assert sorted(_top_level_imports(path) & installed) == [], path.name

@@ -2,10 +2,12 @@
 ``chromium``, which ``make test`` installs) against a real ``dsm serve`` process on a free loopback port.
 
 Each test walks what a person does (open the rows, page forward, open a chat row, an image row, an episode
-and play it, follow a deep link) and saves a screenshot under ``docs/screenshots/`` (linked from the
-README). Every page must load without a console error (a script or a policy violation) and without a
-request to anywhere but the server. ``DSM_TEST_SKIP_SERVERS=browser`` skips these tests on a machine
-without Chromium (not in CI); ``DSM_CHROMIUM`` names another Chromium binary.
+and play it, follow a deep link) and takes a screenshot: into a temporary folder, or under
+``docs/screenshots/`` (linked from the README) when ``DSM_SCREENSHOTS=docs`` (``make screenshots``), so
+that a test run never changes a tracked file. Every page must load without a console error (a script or a
+policy violation) and without a request to anywhere but the server. ``DSM_TEST_SKIP_SERVERS=browser``
+skips these tests on a machine without Chromium (not in CI); ``DSM_CHROMIUM`` names another Chromium
+binary.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,7 +37,11 @@ FLAGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-SHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
+SHOTS = (
+    Path(__file__).resolve().parent.parent / "docs" / "screenshots"
+    if os.environ.get("DSM_SCREENSHOTS") == "docs"
+    else Path(tempfile.gettempdir()) / f"dsm-serve-screenshots-{os.getpid()}"
+)
 VIEWPORT = {"width": 1280, "height": 860}
 
 

@@ -3,7 +3,8 @@
 The credentials reach dsm the ways users give them: environment variables the SDKs read, a keyed
 ``DSM_STORAGE_OPTIONS``, ``--storage-option`` values, and a URL with a password in it. Every CLI run's
 stdout and stderr, every log record of every logger at DEBUG, and every file the runs wrote to the
-registries (local and on S3) are collected, and none may contain a secret value.
+registries (local and on S3) are collected, and none may contain a secret value. On the ray engine, the
+logs of every Ray process are searched too.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dsm.cli.app import app
 from dsm.storage import public_url, redact
 
 from .conftest import StorageRoot, write_parquet_shards
+from .ray_support import RayCluster, ray_log_texts
 from .servers import AZURITE_KEY, S3_KEY, S3_SECRET, AzuriteServer, MotoServer
 
 runner = CliRunner()
@@ -142,6 +144,73 @@ def test_nothing_dsm_prints_logs_or_writes_holds_a_secret(
         "log records": (every_log_record.texts, [s for s in secrets if s != S3_KEY]),
     }
     for where, (texts, hidden) in searched.items():
+        for text in texts:
+            for secret in hidden:
+                assert secret not in text, f"a secret appears in {where}: {redact(text)[:300]}"
+
+
+def test_nothing_the_ray_engine_prints_logs_or_writes_holds_a_secret(
+    moto_server: MotoServer,
+    s3_storage: StorageRoot,
+    ray_cluster: RayCluster,
+    sample_table: pa.Table,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    every_log_record: Collect,
+) -> None:
+    """The same search over runs on the ray engine, and over every log the Ray cluster wrote: the
+    credentials reach the workers (the jobs succeed on S3) through the workers' environment, and appear
+    in no task argument, task name or Ray log."""
+    secrets = [S3_KEY, S3_SECRET]
+    write_parquet_shards(s3_storage, sample_table.slice(0, 600), 3)
+    registry = tmp_path / "registry"
+    base = s3_storage.url.rsplit("/", 1)[0]
+    outputs: list[str] = []
+
+    def cli(*args: str) -> Any:
+        result = runner.invoke(app, [*args, "--engine", "ray"], catch_exceptions=False)
+        outputs.extend([result.stdout, result.stderr])
+        assert result.exit_code == 0, (args[0], result.exit_code, redact(result.output))
+        return result
+
+    # 1. Credentials in the driver's environment only (the workers started without them).
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", S3_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", S3_SECRET)
+    monkeypatch.setenv("DSM_STORAGE_OPTIONS", json.dumps({"s3": {"endpoint_url": moto_server.endpoint_url}}))
+    cli("register", s3_storage.url, "--name", "env", "--registry", str(registry))
+    cli("verify", "env", "--deep", "--registry", str(registry))
+    cli("reshard", "env", f"{base}/env-out", "--num-shards", "2", "--shuffle", "--seed", "7",
+        "--spill-dir", f"{base}/spill", "--registry", str(registry))  # fmt: skip
+    # 2. Credentials as --storage-option values, no environment.
+    for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "DSM_STORAGE_OPTIONS"):
+        monkeypatch.delenv(variable)
+    options = [a for k, v in s3_storage.options.items() for a in ("--storage-option", f"s3:{k}={v}")]
+    cli("register", s3_storage.url, "--name", "opts", "--registry", str(registry), *options)
+    cli("verify", "opts", "--deep", "--json", "--registry", str(registry), *options)
+    cli("convert-format", "opts", f"{base}/opts-out", "--format", "jsonl", "--registry", str(registry),
+        *options)  # fmt: skip
+
+    written = [p.read_bytes().decode("utf-8", "replace") for p in registry.rglob("*") if p.is_file()]
+    client = moto_server.client()
+    bucket = base.removeprefix("s3://")
+    keys = [item["Key"] for item in client.list_objects_v2(Bucket=bucket).get("Contents", [])]
+    for key in keys:
+        if key.endswith((".json", ".jsonl")):
+            written.append(client.get_object(Bucket=bucket, Key=key)["Body"].read().decode())
+    assert any(key.startswith("opts-out/") and key.endswith(".jsonl") for key in keys)  # outputs searched
+    assert not [key for key in keys if "_dsm_rewrite" in key]  # published: no journal or claim is left
+    ray_logs = ray_log_texts(ray_cluster.temp_dir)
+    # Ray's event logs name every task: the logs of these jobs' tasks are among those searched (a secret in a
+    # runtime_env would be in runtime_env_agent.log; one in a task name, in these).
+    assert any("dsm.copy_unit" in text for text in ray_logs)
+    searched = {
+        "output": (outputs, secrets),
+        "files written": (written, secrets),
+        "log records": (every_log_record.texts, [S3_SECRET]),  # botocore logs the key id at DEBUG
+        "Ray's logs": (ray_logs, secrets),
+    }
+    for where, (texts, hidden) in searched.items():
+        assert texts, where
         for text in texts:
             for secret in hidden:
                 assert secret not in text, f"a secret appears in {where}: {redact(text)[:300]}"

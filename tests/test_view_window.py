@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from dsm.errors import FormatError
@@ -99,6 +99,7 @@ def test_search_wraps_around_the_rows_held_and_goes_both_ways() -> None:
     block_rows=st.integers(1, 300),
     jumps=st.lists(st.tuples(st.integers(0, 6_000), st.integers(1, 80)), min_size=1, max_size=12),
 )
+@example(total=274, block_rows=1, jumps=[(264, 6), (268, 1)])  # a smaller screen after a taller one
 def test_random_scrolling_reads_only_what_was_near_the_screen(
     total: int, block_rows: int, jumps: list[tuple[int, int]]
 ) -> None:

@@ -1,8 +1,9 @@
 """``dsm cutover ...``: parse options, make one library call (:mod:`dsm.commands.cutover`), render.
 
 The library is imported inside each command, so loading the CLI stays light. The module is a little
-over 600 lines because it holds seven subcommands (plan, start, run, resume, rollback, status, list) and the
-renderers of a plan (its destination's readiness included) and of a cutover's stages and evidence.
+over 600 lines because it holds seven subcommands (plan, start, run, resume, rollback, status, list), the
+rewrite, gate and engine options they take, and the renderers of a plan (its destination's readiness
+included) and of a cutover's stages and evidence, which they share.
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ from dsm.cli import checks_failed
 from dsm.cli.options import (
     CompressionOpt,
     DestinationOpt,
+    EngineOpt,
     FormatOptionOpt,
     JsonOpt,
     LevelOpt,
     NumShardsOpt,
+    RayAddressOpt,
     RegistryOpt,
     RowGroupOpt,
     RowsPerShardOpt,
@@ -430,6 +433,8 @@ def start(
     through: ThroughOpt = None,
     lease_seconds: LeaseOpt = 60.0,
     workers: WorkersOpt = None,
+    engine: EngineOpt = None,
+    ray_address: RayAddressOpt = None,
     registry: RegistryOpt = None,
     storage_option: StorageOpt = None,
     json_output: JsonOpt = False,
@@ -469,6 +474,8 @@ def start(
         through=through,
         lease_seconds=lease_seconds,
         workers=workers,
+        engine=engine,
+        ray_address=ray_address,
         registry=registry,
         storage_options=storage_options(storage_option),
         progress=progress_for(json_output),
@@ -490,6 +497,8 @@ def run(
     force: ForceOpt = False,
     lease_seconds: LeaseOpt = 60.0,
     workers: WorkersOpt = None,
+    engine: EngineOpt = None,
+    ray_address: RayAddressOpt = None,
     registry: RegistryOpt = None,
     storage_option: StorageOpt = None,
     json_output: JsonOpt = False,
@@ -503,6 +512,8 @@ def run(
         force=force,
         lease_seconds=lease_seconds,
         workers=workers,
+        engine=engine,
+        ray_address=ray_address,
         registry=registry,
         storage_options=storage_options(storage_option),
         progress=progress_for(json_output),
@@ -521,6 +532,8 @@ def resume(
     force: ForceOpt = False,
     lease_seconds: LeaseOpt = 60.0,
     workers: WorkersOpt = None,
+    engine: EngineOpt = None,
+    ray_address: RayAddressOpt = None,
     registry: RegistryOpt = None,
     storage_option: StorageOpt = None,
     json_output: JsonOpt = False,
@@ -533,6 +546,8 @@ def resume(
         force=force,
         lease_seconds=lease_seconds,
         workers=workers,
+        engine=engine,
+        ray_address=ray_address,
         registry=registry,
         storage_options=storage_options(storage_option),
         progress=progress_for(json_output),

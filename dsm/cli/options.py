@@ -21,10 +21,12 @@ __all__ = [
     "ColumnsOpt",
     "CompressionOpt",
     "DestinationOpt",
+    "EngineOpt",
     "FormatOptionOpt",
     "JsonOpt",
     "LevelOpt",
     "NumShardsOpt",
+    "RayAddressOpt",
     "ReasonOpt",
     "RefArg",
     "RegistryOpt",
@@ -33,6 +35,7 @@ __all__ = [
     "SeedOpt",
     "ShardSizeOpt",
     "ShuffleOpt",
+    "SpillDirOpt",
     "StorageOpt",
     "TargetFormatOpt",
     "UnmaskOpt",
@@ -64,6 +67,23 @@ StorageOpt = Annotated[
 ]
 WorkersOpt = Annotated[
     int | None, typer.Option("--workers", min=1, help="Parallel workers (default: the cores).")
+]
+EngineOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--engine",
+        envvar="DSM_ENGINE",
+        help="Where the units run: local (this machine) or ray (a Ray cluster; pip install 'dsm[ray]'). "
+        "Default: DSM_ENGINE, else local. The output is the same on both.",
+    ),
+]
+RayAddressOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ray-address",
+        help="The Ray cluster for --engine ray (HOST:PORT of its head); default: RAY_ADDRESS, else a "
+        "local Ray started for the command.",
+    ),
 ]
 
 # --- looking at rows (head, sample, find, episodes, diff --rows) ----------------------------------------
@@ -119,6 +139,14 @@ RowsPerShardOpt = Annotated[
 ]
 ShuffleOpt = Annotated[bool, typer.Option("--shuffle", help="Shuffle rows across all output files (seeded).")]
 SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed of the shuffle (default 0).")]
+SpillDirOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--spill-dir",
+        help="Folder (any fsspec URL every worker reaches) for the shuffle's pass-1 files; default: under "
+        "the destination. They are deleted when the new version is published.",
+    ),
+]
 CompressionOpt = Annotated[
     str | None,
     typer.Option("--compression", help="Compression of the target format (e.g. zstd, snappy, gzip, none)."),

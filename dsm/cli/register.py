@@ -7,8 +7,16 @@ from typing import Annotated, Any
 
 import typer
 
-from dsm.cli.options import JsonOpt, RegistryOpt, StorageOpt, WorkersOpt, storage_options
-from dsm.cli.render import console, esc, human_bytes, print_json, progress_for
+from dsm.cli.options import (
+    EngineOpt,
+    JsonOpt,
+    RayAddressOpt,
+    RegistryOpt,
+    StorageOpt,
+    WorkersOpt,
+    storage_options,
+)
+from dsm.cli.render import console, engine_line, esc, human_bytes, print_json, progress_for
 
 __all__ = ["add_to", "register"]
 
@@ -16,7 +24,8 @@ _EPILOG = (
     "Examples:\n\n  dsm register data/web-text/ --name web-text\n\n"
     "  dsm register 's3://bucket/logs/*.jsonl' --name logs --schema logs-schema.yaml --json\n\n"
     "  dsm register data/chats/ --name chats --scan-pii\n\n"
-    "  dsm register data/rollouts/ --name rollouts --infer-roles   (then --write-roles to keep them)"
+    "  dsm register data/rollouts/ --name rollouts --infer-roles   (then --write-roles to keep them)\n\n"
+    "  dsm register s3://bucket/web-text/ --name web-text --engine ray --ray-address HEAD:6379"
 )
 
 
@@ -59,13 +68,19 @@ def register(
         ),
     ] = False,
     workers: WorkersOpt = None,
+    engine: EngineOpt = None,
+    ray_address: RayAddressOpt = None,
     registry: RegistryOpt = None,
     storage_option: StorageOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
     """Scan shards and write a new version of the dataset's contract."""
     import dsm.commands.register as register_command
+    from dsm.engine import open_executor
 
+    # The executor is made here (it connects only when units run) so that the line below can say where
+    # they ran: the library returns the contract itself.
+    executor = open_executor(engine, ray_address=ray_address, workers=workers)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", register_command.AlreadyRegisteredWarning)
         contract = register_command.register(
@@ -81,6 +96,7 @@ def register(
             scan_pii=scan_pii,
             write_roles=write_roles,
             allow_breaking=allow_breaking,
+            engine=executor,
             storage_options=storage_options(storage_option),
             progress=progress_for(json_output),
         )
@@ -122,6 +138,9 @@ def register(
             + (f", fingerprint {fp.unordered}" if fp else ""),
             highlight=False,
         )
+    ran = engine_line(executor.report())
+    if ran:
+        console.print(f"  {esc(ran)}", highlight=False)
     ignored = contract.metadata.get("ignored_files") or []
     if ignored:
         count = int(contract.metadata.get("ignored_count") or len(ignored))

@@ -44,6 +44,7 @@ __all__ = [
     "SafeTable",
     "console",
     "duration",
+    "engine_line",
     "err_console",
     "esc",
     "human_bytes",
@@ -121,6 +122,19 @@ class SafeTable(Table):
         if self.heading:
             yield Text(self.heading, style="table.title")
         yield from super().__rich_console__(console, options)
+
+
+def engine_line(report: Any) -> str | None:
+    """``ran on ray at 10.0.0.5:6379: 3 nodes, 48 CPUs, 1 retry`` for an engine other than local."""
+    if report is None or report.engine == "local":
+        return None
+    retries = "retries not counted" if report.retries is None else f"{report.retries} retries"
+    if report.retries == 1:
+        retries = "1 retry"
+    return (
+        f"ran on {report.engine} at {report.address}: {report.nodes} node(s), {report.cpus} CPUs, {retries}"
+        f" (start-up {seconds(report.startup_seconds)})"
+    )
 
 
 def print_json(data: Any) -> None:

@@ -9,10 +9,12 @@ import typer
 from dsm.cli.options import (
     CompressionOpt,
     DeprecatedToFormatOpt,
+    EngineOpt,
     FormatOptionOpt,
     JsonOpt,
     LevelOpt,
     NumShardsOpt,
+    RayAddressOpt,
     RefArg,
     RegistryOpt,
     RowGroupOpt,
@@ -20,6 +22,7 @@ from dsm.cli.options import (
     SeedOpt,
     ShardSizeOpt,
     ShuffleOpt,
+    SpillDirOpt,
     StorageOpt,
     TargetFormatOpt,
     WorkersOpt,
@@ -27,7 +30,7 @@ from dsm.cli.options import (
     key_value_options,
     storage_options,
 )
-from dsm.cli.render import console, esc, human_bytes, print_json, progress_for
+from dsm.cli.render import console, engine_line, esc, human_bytes, print_json, progress_for
 from dsm.errors import InputError
 
 if TYPE_CHECKING:
@@ -74,6 +77,9 @@ def _render(result: RewriteResult, json_output: bool) -> None:
         console.print(
             f"  row fingerprint {fp.unordered} matches {esc(result.source)} ({which})", highlight=False
         )
+    ran = engine_line(result.engine)
+    if ran:
+        console.print(f"  {esc(ran)}", highlight=False)
     for note in result.notes:
         console.print(f"  {esc(note)}", highlight=False)
 
@@ -81,6 +87,7 @@ def _render(result: RewriteResult, json_output: bool) -> None:
 _CONVERT_EPILOG = (
     "Examples:\n\n  dsm convert-format logs@2 s3://bucket/logs/v3/ --format parquet --compression zstd\n\n"
     "  dsm convert-format web-text data/web-text-jsonl/ --format jsonl --compression gzip --json\n\n"
+    "  dsm convert-format logs@2 s3://bucket/logs/v3/ --format parquet --engine ray\n\n"
     "One output file per source shard (part-00000-of-00064.parquet ...). The output is registered as the "
     "next version of the dataset once its row fingerprint is proven equal to the source's. Run the same "
     "command again after a crash to resume. The old spelling --to FORMAT still works until dsm 0.3.\n\n"
@@ -107,6 +114,8 @@ def convert_format(
     workers: WorkersOpt = None,
     overwrite: OverwriteOpt = False,
     read_back: ReadBackOpt = False,
+    engine: EngineOpt = None,
+    ray_address: RayAddressOpt = None,
     registry: RegistryOpt = None,
     storage_option: StorageOpt = None,
     json_output: JsonOpt = False,
@@ -129,6 +138,8 @@ def convert_format(
         workers=workers,
         overwrite=overwrite,
         read_back=read_back,
+        engine=engine,
+        ray_address=ray_address,
         registry=registry,
         storage_options=storage_options(storage_option),
         progress=progress_for(json_output),
@@ -140,6 +151,8 @@ _RESHARD_EPILOG = (
     "Examples:\n\n  dsm reshard web-text@3 s3://bucket/web-text/v4/ --num-shards 64\n\n"
     "  dsm reshard web-text data/web-text-256mb/ --shard-size 256MB --format parquet --compression zstd\n\n"
     "  dsm reshard web-text data/web-text-shuffled/ --rows-per-shard 100000 --shuffle --seed 7 --json\n\n"
+    "  dsm reshard web-text@3 s3://bucket/web-text/v5/ --num-shards 4096 --shuffle --seed 7 --engine ray "
+    "--spill-dir s3://scratch/dsm/\n\n"
     "Exactly one of --num-shards, --shard-size, --rows-per-shard. Without --shuffle the files, read in "
     "order, hold the rows in the source's order; with it, a seeded global shuffle (the same seed gives the "
     "same files). --shard-size is a target: rows per file are planned from a sample encoded in the target "
@@ -170,6 +183,9 @@ def reshard(
     workers: WorkersOpt = None,
     overwrite: OverwriteOpt = False,
     read_back: ReadBackOpt = False,
+    spill_dir: SpillDirOpt = None,
+    engine: EngineOpt = None,
+    ray_address: RayAddressOpt = None,
     registry: RegistryOpt = None,
     storage_option: StorageOpt = None,
     json_output: JsonOpt = False,
@@ -194,6 +210,9 @@ def reshard(
         workers=workers,
         overwrite=overwrite,
         read_back=read_back,
+        spill_dir=spill_dir,
+        engine=engine,
+        ray_address=ray_address,
         registry=registry,
         storage_options=storage_options(storage_option),
         progress=progress_for(json_output),

@@ -7,8 +7,16 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from dsm.cli import checks_failed
-from dsm.cli.options import JsonOpt, RegistryOpt, StorageOpt, WorkersOpt, storage_options
-from dsm.cli.render import SafeTable, console, esc, print_json, progress_for, styled
+from dsm.cli.options import (
+    EngineOpt,
+    JsonOpt,
+    RayAddressOpt,
+    RegistryOpt,
+    StorageOpt,
+    WorkersOpt,
+    storage_options,
+)
+from dsm.cli.render import SafeTable, console, engine_line, esc, print_json, progress_for, styled
 
 if TYPE_CHECKING:
     from dsm.commands.verify import VerifyReport
@@ -18,6 +26,7 @@ __all__ = ["add_to", "verify"]
 _EPILOG = (
     "Examples:\n\n  dsm verify web-text@prod\n\n  dsm verify web-text@3 --deep --json\n\n"
     "  dsm verify web-text@prod --fast   (S3/Azure: use the store's checksums, read nothing)\n\n"
+    "  dsm verify web-text@3 --deep --engine ray --ray-address HEAD:6379\n\n"
     "Exit codes: 0 every shard holds, 1 a shard failed a check, 2 bad input, 3 storage failure."
 )
 
@@ -39,6 +48,8 @@ def verify(
         ),
     ] = False,
     workers: WorkersOpt = None,
+    engine: EngineOpt = None,
+    ray_address: RayAddressOpt = None,
     registry: RegistryOpt = None,
     storage_option: StorageOpt = None,
     json_output: JsonOpt = False,
@@ -52,6 +63,8 @@ def verify(
         fast=fast,
         registry=registry,
         workers=workers,
+        engine=engine,
+        ray_address=ray_address,
         storage_options=storage_options(storage_option),
         progress=progress_for(json_output),
     )
@@ -76,6 +89,9 @@ def _render_verify(report: VerifyReport) -> None:
         f"{verdict} {esc(report.dataset)} ({'deep' if report.deep else 'bytes'}): {esc(summary)}",
         highlight=False,
     )
+    ran = engine_line(report.engine)
+    if ran:
+        console.print(f"  {esc(ran)}", highlight=False)
     for note in report.notes:
         console.print(f"  {esc(note)}", highlight=False)
 

@@ -6,6 +6,7 @@ import fnmatch
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
@@ -13,7 +14,7 @@ import pyarrow as pa
 from dsm._version import tool_name
 from dsm.commands.policy import check_location, policy_error
 from dsm.contract import Contract, Lineage, Schema, check_contract_size, load_yaml
-from dsm.engine import NullProgress, Progress, map_units
+from dsm.engine import Executor, NullProgress, Progress, map_units, open_executor
 from dsm.errors import ContractError, InputError, SchemaError
 from dsm.formats import Format, detect_compression, detect_format, get_format
 from dsm.inspect.roles import RoleProposal, infer_roles
@@ -175,12 +176,44 @@ def _schema_from_option(schema: str | Schema | Contract, registry: Registry) -> 
     return registry.resolve(schema).schema
 
 
-def _infer_schema(scan: ScannedSource, fmt: Format, workers: int | None) -> pa.Schema:
+def _stored_schema(root: Location, fmt: Format, info: FileInfo) -> pa.Schema:
+    """One unit of schema inference: the schema one shard stores."""
+    return shard_schema(root, info.path, fmt)
+
+
+def _describe(
+    root: Location, fmt: Format, schema: pa.Schema, check_stored: bool, info: FileInfo
+) -> DescribedShard:
+    """One unit of a register: a shard's size, checksum, rows and fingerprints from one read (the checksum
+    comes from the bytes that are decoded). With ``check_stored``, the schema the shard stores must be
+    ``schema``, checked from the footer of that same read."""
+    on_schema = partial(_stored_agrees, schema, info.path) if check_stored else None
+    return describe_shard(root, info.path, fmt, schema, on_schema=on_schema)
+
+
+def _stored_agrees(expected: pa.Schema, path: str, stored: pa.Schema) -> None:
+    """``--schema`` over a self-describing format: the shard at ``path`` stores ``expected``."""
+    differences = schema_differences(expected, stored.remove_metadata())
+    if differences:
+        raise SchemaError(
+            f"shard {path} does not hold the given schema: {'; '.join(differences)}; register without "
+            "--schema (the files' own schema), or rewrite the files"
+        )
+
+
+def _infer_schema(
+    scan: ScannedSource, fmt: Format, workers: int | None, executor: Executor | None = None
+) -> pa.Schema:
     """Self-describing formats: every shard's stored schema, which must agree. Text: the first shard's."""
     first = scan.files[0].path
     if not fmt.self_describing:
         return shard_schema(scan.root, first, fmt)
-    schemas = map_units(lambda f: shard_schema(scan.root, f.path, fmt), scan.files, workers=workers)
+    schemas = map_units(
+        partial(_stored_schema, scan.root, fmt),
+        scan.files,
+        workers=workers or scan.root.io_workers,
+        executor=executor,
+    )
     reference = schemas[0]
     for info, found in zip(scan.files, schemas, strict=True):
         problems = schema_differences(reference.remove_metadata(), found.remove_metadata())
@@ -207,6 +240,8 @@ def register(
     write_roles: bool = False,
     scan_pii: bool = False,
     allow_breaking: bool = False,
+    engine: str | Executor | None = None,
+    ray_address: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
     progress: Progress | None = None,
 ) -> Contract:
@@ -218,7 +253,9 @@ def register(
     allow the location (else InputError naming the rule, before any shard is read). ``scan_pii`` samples
     rows for e-mail addresses, phone and card numbers in unclassified fields and records the counts (never
     a value) in ``metadata.pii_scan``. With ``write_roles``, the roles :func:`propose_roles` finds are
-    written on the fields that have none.
+    written on the fields that have none. The shards are read on ``engine`` (``"local"`` or ``"ray"``,
+    with ``ray_address``; default ``DSM_ENGINE``, else local), which the lineage records; the contract is
+    the same on every engine.
 
     Versions mean what users expect: shards identical to the newest version's (bytes, rows, schema) return
     that version with an :class:`AlreadyRegisteredWarning` instead of writing a new one; a schema that
@@ -232,25 +269,17 @@ def register(
     """
     if workers is not None:
         parse_workers(workers)  # before anything is read
+    executor = open_executor(engine, ray_address=ray_address, workers=workers)
     reg = open_registry(registry, storage_options)
     owners = _owner_list(owners)
     scan = scan_source(source, format=format, storage_options=storage_options)
     options = _read_options(scan)
     fmt = get_format(scan.format, **options)
     given = _schema_from_option(schema, reg) if schema is not None else None
-    arrow_schema = given.to_arrow() if given is not None else _infer_schema(scan, fmt, workers)
+    arrow_schema = given.to_arrow() if given is not None else _infer_schema(scan, fmt, workers, executor)
     # verify --deep compares the types a file stores with the contract's: with --schema, each shard's must
     # agree now. Checked from the footer of the read that describes the shard (one read per shard).
     check_stored = given is not None and fmt.self_describing
-
-    def stored_agrees(path: str, stored: pa.Schema) -> None:
-        differences = schema_differences(arrow_schema, stored.remove_metadata())
-        if differences:
-            raise SchemaError(
-                f"shard {path} does not hold the given schema: {'; '.join(differences)}; register without "
-                "--schema (the files' own schema), or rewrite the files"
-            )
-
     problems = fmt.unsupported(arrow_schema)
     if problems:
         raise SchemaError(f"format {scan.format} cannot hold this schema: {'; '.join(problems)}")
@@ -275,19 +304,17 @@ def register(
     total = sum(f.size for f in scan.files)
     progress.start(total_bytes=total, total_units=len(scan.files), description=f"register {name}")
 
-    def unit(info: FileInfo) -> DescribedShard:
-        # One read per shard: the checksum comes from the bytes that are decoded.
-        return describe_shard(
-            scan.root,
-            info.path,
-            fmt,
-            arrow_schema,
-            on_bytes=progress.advance,
-            on_schema=(lambda stored: stored_agrees(info.path, stored)) if check_stored else None,
-        )
+    def done(index: int, _: DescribedShard) -> None:
+        progress.advance(scan.files[index].size)  # one read per shard
 
     try:
-        results = map_units(unit, scan.files, workers=workers or scan.root.io_workers)
+        results = map_units(
+            partial(_describe, scan.root, fmt, arrow_schema, check_stored),
+            scan.files,
+            workers=workers or scan.root.io_workers,
+            on_done=done,
+            executor=executor,
+        )
     finally:
         progress.finish()
     metadata: dict[str, Any] = {"source_glob": scan.pattern} if scan.pattern else {}
@@ -319,7 +346,7 @@ def register(
         fingerprint=dataset_fingerprint(r.digest for r in results),
         lineage=Lineage(
             operation="register",
-            parameters={"source": redact(source), "format": scan.format},
+            parameters={"source": redact(source), "format": scan.format, "engine": executor.name},
             tool=tool_name(),
             created=utc_now_text(),
         ),

@@ -22,7 +22,7 @@ from dsm._moved import forwarding
 from dsm._version import tool_name
 from dsm.commands.policy import check_destination, policy_error
 from dsm.contract import Contract, Lineage
-from dsm.engine import Progress
+from dsm.engine import EngineReport, Executor, Progress, open_executor
 from dsm.errors import ConflictError, InputError
 from dsm.hashing import fingerprint_kernel
 from dsm.registry import Catalog, Registry, open_registry, parse_reference
@@ -63,6 +63,8 @@ class RewriteResult:
     already_published: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
     provenance: Mapping[str, str] = field(default_factory=dict)
+    engine: EngineReport | None = None
+    """Where the units ran (None when nothing ran: the version was already published)."""
 
     @property
     def shards(self) -> int:
@@ -93,6 +95,7 @@ class RewriteResult:
             "already_published": self.already_published,
             "notes": list(self.notes),
             "provenance": dict(self.provenance),
+            "engine": self.engine.to_dict() if self.engine is not None else None,
         }
 
 
@@ -117,6 +120,9 @@ def rewrite(
     workers: int | None = None,
     overwrite: bool = False,
     read_back: bool = False,
+    spill_dir: str | None = None,
+    engine: str | Executor | None = None,
+    ray_address: str | None = None,
     lineage: Mapping[str, Any] | None = None,
     registry: str | Registry | None = None,
     storage_options: Mapping[str, Any] | None = None,
@@ -124,7 +130,12 @@ def rewrite(
 ) -> RewriteResult:
     """Rewrite ``ref`` at ``dest`` as ``spec`` says and publish it as the next version of its name (or
     ``name``). ``lineage`` adds entries to the new version's lineage parameters and metadata (a cutover
-    records its id so). :func:`convert_format` and :func:`reshard` are this with their keywords."""
+    records its id so). :func:`convert_format` and :func:`reshard` are this with their keywords.
+
+    ``engine`` (``"local"`` or ``"ray"``; default ``DSM_ENGINE``, else local) runs the units, with
+    ``ray_address`` for Ray (else ``RAY_ADDRESS``, else a local Ray started for the job): the files, their
+    names and bytes are the same on every engine; the new version's lineage records which one ran. The
+    destination's claim is held by this process (the driver) whatever the engine."""
     if workers is not None:
         parse_workers(workers)  # before anything is read or written
     reg = open_registry(registry, storage_options)
@@ -137,7 +148,13 @@ def rewrite(
     if not verdict.ok:  # before the engine touches the destination
         raise policy_error(verdict, f"{spec.operation} of {source.ref} to {redact(dest)}")
     job = prepare_rewrite(
-        source, dest, spec, overwrite=overwrite, read_back=read_back, storage_options=storage_options
+        source,
+        dest,
+        spec,
+        overwrite=overwrite,
+        read_back=read_back,
+        spill_dir=spill_dir,
+        storage_options=storage_options,
     )
     parameters = dict(job.parameters)
     catalog = reg.catalog(storage_options)
@@ -151,8 +168,10 @@ def rewrite(
             notes.append(f"the rewrite's journal at the destination was left as it is: {exc}")
         return _result(done, source, spec.operation, parameters, 0, len(job.plan.units), True, notes)
     catalog.refuse_destination(dest, doing=f"{spec.operation} of {source.ref}")
+    executor = open_executor(engine, ray_address=ray_address, workers=workers)  # before the claim is taken
+    parameters["engine"] = executor.name
     with job.claim().take() as claim:
-        outcome = execute_rewrite(job, claim, workers=workers, progress=progress)
+        outcome = execute_rewrite(job, claim, workers=workers, progress=progress, executor=executor)
         extra = dict(lineage or {})
         contract = Contract(
             name=target_name,
@@ -186,6 +205,7 @@ def rewrite(
         outcome.units_resumed,
         False,
         notes,
+        executor.report(),
     )
 
 
@@ -198,6 +218,7 @@ def _result(
     resumed: int,
     already: bool,
     notes: list[str],
+    engine: EngineReport | None = None,
 ) -> RewriteResult:
     if already:
         notes = [*notes, f"{contract.ref} was already published by this same rewrite; nothing was rewritten"]
@@ -214,6 +235,7 @@ def _result(
         already_published=already,
         notes=tuple(notes),
         provenance=fingerprint_kernel.provenance(),
+        engine=engine,
     )
 
 
@@ -244,6 +266,8 @@ def convert_format(
     workers: int | None = None,
     overwrite: bool = False,
     read_back: bool = False,
+    engine: str | Executor | None = None,
+    ray_address: str | None = None,
     registry: str | Registry | None = None,
     storage_options: Mapping[str, Any] | None = None,
     progress: Progress | None = None,
@@ -257,6 +281,7 @@ def convert_format(
     (``fingerprint.unordered`` and ``ordered`` must both match). The proof digests the batches handed to
     the writer and hashes the bytes as written; ``read_back=True`` re-reads every written file instead,
     which also catches a writer that changes a value (slower). Running it again after a crash resumes.
+    ``engine`` and ``ray_address`` choose where the units run (see :func:`rewrite`).
     ``to=`` is the old name of ``format=`` (until dsm 0.3).
 
     >>> convert_format("logs@2", "data/logs-parquet/", format="parquet", compression="zstd")  # doctest: +SKIP
@@ -279,6 +304,8 @@ def convert_format(
         workers=workers,
         overwrite=overwrite,
         read_back=read_back,
+        engine=engine,
+        ray_address=ray_address,
         registry=registry,
         storage_options=storage_options,
         progress=progress,
@@ -303,6 +330,9 @@ def reshard(
     workers: int | None = None,
     overwrite: bool = False,
     read_back: bool = False,
+    spill_dir: str | None = None,
+    engine: str | Executor | None = None,
+    ray_address: str | None = None,
     registry: str | Registry | None = None,
     storage_options: Mapping[str, Any] | None = None,
     progress: Progress | None = None,
@@ -315,7 +345,9 @@ def reshard(
     ``shuffle`` the rows are permuted across all files by a permutation fixed by ``seed`` (default 0):
     the same seed always gives the same files. ``format`` also converts the format (``to=`` is its old
     name, until dsm 0.3). Checks, proof (``read_back``) and resume are those of :func:`convert_format`;
-    the unordered fingerprint must match, and the ordered one unless shuffled.
+    the unordered fingerprint must match, and the ordered one unless shuffled. ``spill_dir`` (a URL every
+    worker can reach) holds a shuffle's pass-1 files instead of the destination's journal folder; they
+    are deleted when the new version is published. ``engine`` and ``ray_address`` are :func:`rewrite`'s.
 
     >>> reshard("web-text@3", "data/web-text-64/", num_shards=64, shuffle=True, seed=7)  # doctest: +SKIP
     """
@@ -340,6 +372,9 @@ def reshard(
         workers=workers,
         overwrite=overwrite,
         read_back=read_back,
+        spill_dir=spill_dir,
+        engine=engine,
+        ray_address=ray_address,
         registry=registry,
         storage_options=storage_options,
         progress=progress,

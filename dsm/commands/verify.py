@@ -5,15 +5,20 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from dsm._version import tool_name
 from dsm.contract import Contract, Shard
 from dsm.engine import (
+    EngineReport,
+    Executor,
+    Mode,
     NullProgress,
     Progress,
     default_workers,
     map_units,
+    open_executor,
     report_progress,
     rows_as_bytes,
 )
@@ -83,6 +88,8 @@ class VerifyReport:
     """Files at the location that are not data (``_SUCCESS``, ``*.crc``, ``README.md``...), as register
     ignores them: listed, never a failure."""
     provenance: Mapping[str, str] = field(default_factory=dict)
+    engine: EngineReport | None = None
+    """Where the shards were read and checked."""
 
     @property
     def ok(self) -> bool:
@@ -114,6 +121,7 @@ class VerifyReport:
             "ignored": [f.to_dict() for f in self.ignored],
             "notes": list(self.notes),
             "provenance": dict(self.provenance),
+            "engine": self.engine.to_dict() if self.engine is not None else None,
         }
 
 
@@ -154,6 +162,8 @@ def verify(
     fast: bool = False,
     registry: str | Registry | None = None,
     workers: int | None = None,
+    engine: str | Executor | None = None,
+    ray_address: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
     progress: Progress | None = None,
 ) -> VerifyReport:
@@ -161,7 +171,9 @@ def verify(
     ``deep``, also the schema, row count and row fingerprint of its decoded rows. Files at the location
     that the contract does not list are reported as ``extra``. With ``fast``, shards whose contract
     records a ``server_checksum`` are checked against the object store's full-object checksum without
-    being read (``verified_by: server``); the others are read as usual.
+    being read (``verified_by: server``); the others are read as usual. The shards are read on
+    ``engine`` (``"local"`` or ``"ray"``, with ``ray_address``; default ``DSM_ENGINE``, else local); the
+    report is the same on every engine, apart from its ``engine`` field.
 
     >>> report = verify("web-text@prod", deep=True)  # doctest: +SKIP
     >>> report.ok, report.summary  # doctest: +SKIP
@@ -171,6 +183,7 @@ def verify(
         raise InputError("--fast and --deep exclude each other: --deep reads every byte of every shard")
     if workers is not None:
         parse_workers(workers)  # before anything is read
+    executor = open_executor(engine, ray_address=ray_address, workers=workers)
     contract = resolve(ref, registry, storage_options)
     loc = location(contract.location, storage_options)
     stats = request_stats(loc)
@@ -184,25 +197,13 @@ def verify(
         description=f"verify {contract.ref}",
     )
 
-    def physical_unit(shard: Shard) -> ShardReport:
-        read = [0]
-
-        def on_bytes(nbytes: int) -> None:
-            read[0] += nbytes
-            progress.advance(nbytes)
-
-        physical = check_physical(
-            loc, shard, actual_size=listed.get(shard.path), on_bytes=on_bytes, fast=fast
-        )
-        progress.advance(max(0, shard.bytes - read[0]))  # not read (missing, resized, by the store): done too
-        return _bytes_report(shard, physical)
-
     try:
         digests: list[RowDigest | None] = [None] * len(contract.shards)
         if deep:
             # One read per shard: bytes and rows are checked from the same read.
             physical = []
-            for i, (bytes_check, rows) in enumerate(_check_deep(contract, loc, listed, workers, progress)):
+            checked = _check_deep(contract, loc, listed, workers, progress, executor)
+            for i, (bytes_check, rows) in enumerate(checked):
                 bytes_report = _bytes_report(contract.shards[i], bytes_check)
                 if rows is None:
                     physical.append(bytes_report)
@@ -219,7 +220,13 @@ def verify(
                 )
                 digests[i] = rows.digest
         else:
-            physical = map_units(physical_unit, contract.shards, workers=workers or loc.io_workers)
+            physical = map_units(
+                partial(_physical_unit, loc, fast),
+                [(shard, listed.get(shard.path)) for shard in contract.shards],
+                workers=workers or loc.io_workers,
+                on_progress=progress.advance,
+                executor=executor,
+            )
     finally:
         progress.finish()
     results = list(zip(physical, digests, strict=True))
@@ -248,7 +255,23 @@ def verify(
         notes=tuple(notes),
         ignored=tuple(ignored),
         provenance=fingerprint_kernel.provenance() if deep else {"tool": tool_name()},
+        engine=executor.report(),
     )
+
+
+def _physical_unit(loc: Location, fast: bool, item: tuple[Shard, int | None]) -> ShardReport:
+    """One unit of a verify: a shard's presence, size and checksum (``item``: it and its listed size).
+    The bar moves as its bytes are read (report_progress), from threads, forked workers or Ray tasks."""
+    shard, size = item
+    read = [0]
+
+    def on_bytes(nbytes: int) -> None:
+        read[0] += nbytes
+        report_progress(nbytes)
+
+    physical = check_physical(loc, shard, actual_size=size, on_bytes=on_bytes, fast=fast)
+    report_progress(max(0, shard.bytes - read[0]))  # not read (missing, resized, by the store): done too
+    return _bytes_report(shard, physical)
 
 
 def _storage_notes(
@@ -273,64 +296,45 @@ def _storage_notes(
 
 
 def _check_deep(
-    contract: Contract, loc: Location, listed: Mapping[str, int], workers: int | None, progress: Progress
+    contract: Contract,
+    loc: Location,
+    listed: Mapping[str, int],
+    workers: int | None,
+    progress: Progress,
+    executor: Executor,
 ) -> list[tuple[PhysicalCheck, RowCheck | None]]:
     """Check every shard's bytes and rows from one read each (:func:`~dsm.validators.rows.check_shard`),
     in shard order.
 
     Threads, where the compiled fingerprint kernel hashes with the GIL released (decoding releases it
-    too). The pure-Python path holds the GIL for every string value, so there, on local disk, the shards
-    are checked in the engine's forked worker processes instead (each re-opens its shard by path); an
-    in-process ``memory://`` store is not visible to another process, so it always gets threads. Arrow
-    and the format layer load only here and in :func:`_check_job`: a bytes-only verify starts in a
-    fraction of the time.
+    too). The pure-Python path holds the GIL for every string value, so there, on local disk, the local
+    engine checks the shards in forked worker processes instead; an in-process ``memory://`` store is not
+    visible to another process, so it always gets threads. A unit crosses as data (the location as its
+    URL, the contract, the batch size), so it runs the same on every engine. Arrow and the format layer
+    load only here and in :func:`_check_job`: a bytes-only verify starts in a fraction of the time.
     """
     from dsm.rewrite.plan import decoded_row_bytes
     from dsm.shards import batch_rows_for
 
-    options = dict(loc.options)
     # Batches of a few MiB decoded, as the rewrite reads: wide rows (long texts, images) keep memory flat.
-    batch_rows = batch_rows_for(decoded_row_bytes(contract))
-    jobs = [
-        _RowJob(
-            url=contract.location,
-            options=options,
-            shard=shard,
-            actual_size=listed.get(shard.path),
-            contract=contract,
-            batch_rows=batch_rows,
-        )
-        for shard in contract.shards
-    ]
+    job = partial(_check_job, loc, contract, batch_rows_for(decoded_row_bytes(contract)))
 
     # Each job reports its rows as it checks them (report_progress), from threads or forked workers alike.
-    if loc.is_local and not fingerprint_kernel.enabled():
-        return map_units(
-            _check_job,
-            jobs,
-            workers=workers or default_workers(),
-            mode="process",
-            on_progress=progress.advance,
-        )
-    return map_units(_check_job, jobs, workers=workers or loc.io_workers, on_progress=progress.advance)
+    items = [(shard, listed.get(shard.path)) for shard in contract.shards]
+    mode: Mode = "process" if loc.is_local and not fingerprint_kernel.enabled() else "thread"
+    count = workers or (default_workers() if mode == "process" else loc.io_workers)
+    return map_units(job, items, workers=count, mode=mode, on_progress=progress.advance, executor=executor)
 
 
-@dataclass(frozen=True, kw_only=True)
-class _RowJob:
-    url: str
-    options: Mapping[str, Any]
-    shard: Shard
-    actual_size: int | None
-    contract: Contract
-    batch_rows: int
-
-
-def _check_job(job: _RowJob) -> tuple[PhysicalCheck, RowCheck | None]:
+def _check_job(
+    loc: Location, contract: Contract, batch_rows: int, item: tuple[Shard, int | None]
+) -> tuple[PhysicalCheck, RowCheck | None]:
+    """One unit of a deep verify: a shard's bytes and rows checked from one read (``item``: the shard
+    and its listed size); the format is made here from the contract, where the format layer loads."""
     from dsm.formats import contract_format
     from dsm.validators.rows import check_shard
 
-    loc = location(job.url, job.options)
-    schema = job.contract.schema.to_arrow()
+    shard, size = item
     done = [0]
 
     def moved(nbytes: int) -> None:
@@ -340,14 +344,14 @@ def _check_job(job: _RowJob) -> tuple[PhysicalCheck, RowCheck | None]:
     # The bar moves as rows are checked, each row its share of the shard's bytes (the one read hashes them).
     found = check_shard(
         loc,
-        job.shard,
-        contract_format(job.contract),
-        schema,
-        actual_size=job.actual_size,
-        batch_rows=job.batch_rows,
-        on_rows=rows_as_bytes(moved, job.shard.bytes, job.shard.rows),
+        shard,
+        contract_format(contract),
+        contract.schema.to_arrow(),
+        actual_size=size,
+        batch_rows=batch_rows,
+        on_rows=rows_as_bytes(moved, shard.bytes, shard.rows),
     )
-    report_progress(max(0, job.shard.bytes - done[0]))  # not read or not decoded to the end: done too
+    report_progress(max(0, shard.bytes - done[0]))  # not read or not decoded to the end: done too
     return found
 
 

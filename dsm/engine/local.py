@@ -16,42 +16,28 @@ caller reads ten times a second.
 from __future__ import annotations
 
 import multiprocessing
-import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
+from dsm.engine.base import MODES, EngineReport, ErrorPolicy, Mode, UnitFailure, default_workers
 from dsm.engine.progress import report_to, reporting_to
 from dsm.units import parse_workers
 
-__all__ = ["MODES", "ErrorPolicy", "LocalExecutor", "Mode", "UnitFailure", "default_workers"]
+__all__ = ["LocalExecutor"]
 
 T = TypeVar("T")
 R = TypeVar("R")
-ErrorPolicy = Literal["raise", "skip", "collect"]
-Mode = Literal["thread", "process"]
-MODES: tuple[Mode, ...] = ("thread", "process")
-
-
-@dataclass(frozen=True, kw_only=True)
-class UnitFailure:
-    """A unit that raised, kept under ``on_error="collect"`` or ``"skip"``."""
-
-    index: int
-    error: BaseException
-
-
-def default_workers() -> int:
-    return max(1, os.cpu_count() or 1)
 
 
 @dataclass(frozen=True, kw_only=True)
 class LocalExecutor:
     """Runs ``fn(unit)`` for every unit with up to ``workers`` threads (``mode="thread"``) or forked worker
-    processes (``mode="process"``); one worker, or one unit, runs in the calling thread."""
+    processes (``mode="process"``); one worker, or one unit, runs in the calling thread. ``workers`` and
+    ``mode`` are the defaults of :meth:`run`, which may give its own."""
 
     workers: int | None = None
     mode: Mode = "thread"
@@ -66,6 +52,8 @@ class LocalExecutor:
         fn: Callable[[T], R],
         units: Sequence[T],
         *,
+        workers: int | None = None,
+        mode: Mode | None = None,
         on_error: ErrorPolicy = "raise",
         on_done: Callable[[int, R], None] | None = None,
         on_progress: Callable[[int], None] | None = None,
@@ -77,9 +65,10 @@ class LocalExecutor:
         result)`` is called once per unit that succeeded, as it finishes; ``on_progress(nbytes)`` as units
         report work done (:func:`~dsm.engine.progress.report_progress`).
         """
-        if self.mode not in MODES:
-            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
-        workers = max(1, min(self.workers or default_workers(), len(units) or 1))
+        mode = mode or self.mode
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        workers = max(1, min(workers or self.workers or default_workers(), len(units) or 1))
         if workers == 1:
             done: list[R | UnitFailure] = []
             with reporting_to(on_progress):
@@ -87,9 +76,13 @@ class LocalExecutor:
                     value = _call(fn, unit, index, on_error, on_done)
                     done.append(value)
             return done
-        if self.mode == "process":
+        if mode == "process":
             return _in_processes(fn, units, workers, on_error, on_done, on_progress)
         return _in_threads(fn, units, workers, on_error, on_done, on_progress)
+
+    def report(self) -> EngineReport:
+        """This machine: one node, its cores (or ``workers``), no retries (a failed unit fails the job)."""
+        return EngineReport(engine=self.name, cpus=self.workers or default_workers())
 
 
 def _call(

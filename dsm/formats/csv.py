@@ -53,6 +53,12 @@ _COLUMN_COUNT = re.compile(r"Expected (\d+) columns, got (\d+)")
 _CONVERSION = re.compile(r"In CSV column #(\d+): .*conversion error to ([^:]+): invalid value '(.*)'", re.S)
 
 
+def _allow_large_fields() -> None:
+    """Values may be as large as the file: raise the csv module's field limit (process-wide, only ever
+    raised) before any record is read with it, the first record of a file without a header included."""
+    csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))
+
+
 def _is_flat(type_: pa.DataType) -> bool:
     return bool(
         pa.types.is_null(type_)
@@ -172,6 +178,7 @@ class CsvFormat(Format):
         if not head:
             return None
         text = bytes(head).decode("utf-8-sig", errors="replace")  # a byte-order mark is not a name
+        _allow_large_fields()
         for record in csv.reader(io.StringIO(text, newline=""), delimiter=self.delimiter):
             if record:
                 return record
@@ -345,8 +352,7 @@ class CsvFormat(Format):
         raw = open_input_stream(file, self.compression)
         buffered = io.BufferedReader(_Readable(raw))
         text = io.TextIOWrapper(buffered, encoding="utf-8-sig", errors="replace", newline="")
-        # Values may be as large as the file; the limit is process-wide and only ever raised here.
-        csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))
+        _allow_large_fields()
         reader = csv.reader(text, delimiter=self.delimiter)
         skip_header = self.header
         while True:

@@ -36,6 +36,7 @@ __all__ = [
     "RowLocation",
     "RowPage",
     "RowView",
+    "as_number",
     "cell_view",
     "column_values",
     "field_views",
@@ -44,6 +45,18 @@ __all__ = [
 ]
 
 _PREVIEW_BYTES = 32
+
+
+def as_number(value: Any) -> float | None:
+    """A number cell of the view model back as a float (``"NaN"``, ``"Infinity"`` and ``"-Infinity"`` are
+    :func:`plain`'s non-finite floats); None for a null, a flag or anything that is not a number."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if value in ("NaN", "Infinity", "-Infinity"):
+        return float(value.replace("Infinity", "inf"))
+    return None
 
 
 def plain(value: Any) -> Any:

@@ -29,9 +29,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
+from dsm import _testing
 from dsm.arrow_types import take
 from dsm.contract import Contract, Shard
-from dsm.engine import Progress
 from dsm.errors import CheckFailed, FormatError, SchemaError
 from dsm.formats import Format, contract_format, convert_batch
 from dsm.formats._common import describe_exception
@@ -39,7 +39,7 @@ from dsm.formats.arrow import ArrowFormat
 from dsm.hashing.checksum import HashingWriter, algorithm_of, short_checksum
 from dsm.hashing.fingerprint import RowDigest, digest_batch
 from dsm.hashing.permutation import Permutation
-from dsm.rewrite.journal import Journal
+from dsm.rewrite.journal import JOURNAL_DIR, Journal
 from dsm.rewrite.plan import OutputUnit, RewritePlan, ScatterUnit, SourceRange
 from dsm.shards import DescribedShard, describe_shard, iter_open_shard, iter_shard, read_once, shard_entry
 from dsm.storage import Location, redact
@@ -53,6 +53,7 @@ __all__ = [
     "iter_range",
     "scatter_unit",
     "source_format",
+    "spill_name",
 ]
 
 POSITION_FIELD = "__dsm_position__"
@@ -66,7 +67,11 @@ def source_format(contract: Contract) -> Format:
 
 @dataclass(kw_only=True)
 class RewriteContext:
-    """What every unit of one rewrite needs: where to read and write, how, and the plan."""
+    """What every unit of one rewrite needs: where to read and write, how, and the plan.
+
+    It is data only (the executor may pickle it to other processes or machines: locations cross as their
+    URLs and are opened again there); progress is the caller's, advanced as units finish.
+    """
 
     source: Contract
     source_loc: Location
@@ -77,9 +82,9 @@ class RewriteContext:
     """The source's schema: the rows are read with it."""
     plan: RewritePlan
     journal: Journal
-    progress: Progress
+    spill: Location | None = None
+    """Where the shuffle's pass-1 files go (default: the journal's folder at the destination)."""
     bucket_pieces: Mapping[int, Sequence[tuple[int, int]]] = field(default_factory=dict)
-    spill_paths: Mapping[int, str] = field(default_factory=dict)
     read_back: bool = False
     """Prove each written file by reading it back (else from the written batches and bytes)."""
     checked_in_read: frozenset[str] = frozenset()
@@ -91,6 +96,10 @@ class RewriteContext:
     def written_schema(self) -> pa.Schema:
         return self.schema if self.out_schema is None else self.out_schema
 
+    @property
+    def spill_loc(self) -> Location:
+        return self.spill if self.spill is not None else self.dest.child(JOURNAL_DIR)
+
     def shard(self, path: str) -> Shard:
         return self.source.shard(path)
 
@@ -101,6 +110,17 @@ class RewriteContext:
     def range_bytes(self, rng: SourceRange) -> int:
         shard = self.shard(rng.shard)
         return shard.bytes * (rng.stop - rng.start) // max(1, shard.rows or 0)
+
+    def unit_bytes(self, unit: OutputUnit) -> int:
+        """The source bytes an output file stands for (what the progress bar advances by)."""
+        if self.plan.shuffle:
+            return self.source.total_bytes * unit.rows // max(1, self.plan.total_rows)
+        return sum(self.range_bytes(r) for r in unit.ranges)
+
+
+def spill_name(index: int) -> str:
+    """The name of shuffle pass-1 file ``index`` in the spill location."""
+    return f"_scatter-{index:05d}.arrow"
 
 
 # --------------------------------------------------------------------------------------------- reading
@@ -281,8 +301,10 @@ def _write_file(
         sink = HashingWriter(handle)
         writer = fmt.open_writer(sink, schema)  # type: ignore[arg-type]
         try:
-            for batch in read_ahead(_digested(batches, schema, digest)):
+            for count, batch in enumerate(read_ahead(_digested(batches, schema, digest))):
                 writer.write_batch(batch)
+                if count == 0:
+                    _testing.writing(path)  # a test's worker-death point (dsm._testing)
             writer.close()
         except BaseException:
             writer.abort()  # an unfinished writer must not flush into the file when it is collected
@@ -351,7 +373,6 @@ def copy_unit(ctx: RewriteContext, unit: OutputUnit) -> DescribedShard:
         )
     found = _describe_output(ctx, unit, written)
     ctx.journal.record("unit", unit.index, found.shard.to_dict())
-    ctx.progress.advance(sum(ctx.range_bytes(r) for r in unit.ranges))
     return found
 
 
@@ -361,17 +382,18 @@ def spill_schema(schema: pa.Schema) -> pa.Schema:
     return stored.append(pa.field(POSITION_FIELD, pa.uint64(), nullable=False))
 
 
-def scatter_unit(ctx: RewriteContext, unit: ScatterUnit, permutation: Permutation) -> dict[str, Any]:
+def scatter_unit(ctx: RewriteContext, unit: ScatterUnit) -> dict[str, Any]:
     """Shuffle pass 1 for one source range: write its rows, grouped by bucket, to a spill file."""
     plan = ctx.plan
+    permutation = Permutation(plan.total_rows, plan.seed or 0)
     starts = np.asarray(plan.bucket_starts, dtype=np.uint64)
     schema = spill_schema(ctx.schema)
     stored = schema.remove(schema.get_field_index(POSITION_FIELD))
-    path = ctx.journal.data_path("scatter", unit.index, ".arrow")
+    path = spill_name(unit.index)
     index: list[int] = []
     offset = unit.offset
     rng = SourceRange(shard=unit.shard, start=unit.start, stop=unit.stop, whole=unit.whole)
-    with ctx.dest.atomic_writer(path) as handle:
+    with ctx.spill_loc.atomic_writer(path) as handle:
         sink = HashingWriter(handle)
         source = iter_range(
             ctx.source_loc, ctx.source_fmt, ctx.schema, rng, plan.batch_rows, check=ctx.check_of(rng)
@@ -398,7 +420,6 @@ def scatter_unit(ctx: RewriteContext, unit: ScatterUnit, permutation: Permutatio
         raise _short_rows(f"shuffle pass 1 of {unit.shard}", rows, unit.stop - unit.start, [unit.shard])
     record = {"path": path, "bytes": sink.size, "checksum": sink.checksum, "rows": rows, "buckets": index}
     ctx.journal.record("scatter", unit.index, record)
-    ctx.progress.advance(ctx.range_bytes(rng))
     return record
 
 
@@ -420,9 +441,9 @@ class _SpillReaders:
 
     def batch(self, unit: int, index: int) -> pa.RecordBatch:
         if unit not in self._open:
-            path = self._ctx.spill_paths[unit]
-            dest = self._ctx.dest
-            handle: Any = pa.OSFile(dest.path(path)) if dest.is_local else dest.open_handle(path)
+            path = spill_name(unit)
+            spill = self._ctx.spill_loc
+            handle: Any = pa.OSFile(spill.path(path)) if spill.is_local else spill.open_handle(path)
             self._open[unit] = (handle, ipc.open_file(handle))
         return self._open[unit][1].get_batch(index)
 
@@ -472,7 +493,6 @@ def gather_unit(ctx: RewriteContext, unit: OutputUnit) -> DescribedShard:
         readers.close()
     found = _describe_output(ctx, unit, written)
     ctx.journal.record("unit", unit.index, found.shard.to_dict())
-    ctx.progress.advance(ctx.source.total_bytes * unit.rows // max(1, ctx.plan.total_rows))
     return found
 
 

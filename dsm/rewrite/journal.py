@@ -7,6 +7,7 @@ Layout under the destination (names start with ``_``: scans and ``dsm verify`` d
     _dsm_rewrite/_unit-00012.json      a completed output file: its contract entry (bytes, checksum, rows..)
     _dsm_rewrite/_scatter-00003.json   a completed shuffle pass-1 file, and its bucket index
     _dsm_rewrite/_scatter-00003.arrow  that file (Arrow IPC)
+                                       (``--spill-dir URL``: URL/dsm-spill-<plan>/_scatter-00003.arrow)
 
 Every record is written atomically (temporary name, then rename) after the file it describes is complete
 and checked, so a record never names a partial file. A resumed run keeps a file only if its size and
@@ -27,7 +28,6 @@ import json
 import posixpath
 from typing import Any
 
-from dsm._testing import unit_journaled
 from dsm.errors import ContractError
 from dsm.storage import TEMP_MARKER, Location, redact, storage_errors
 from dsm.storage.lease import DEFAULT_LEASE_SECONDS, Lease, LeaseInfo
@@ -39,6 +39,7 @@ __all__ = [
     "DestinationClaim",
     "Journal",
     "is_journal_path",
+    "remove_spill",
     "remove_temporaries",
 ]
 
@@ -114,14 +115,10 @@ class Journal:
     def _record_path(self, kind: str, index: int) -> str:
         return f"{JOURNAL_DIR}/_{kind}-{index:05d}.json"
 
-    def data_path(self, kind: str, index: int, extension: str) -> str:
-        return f"{JOURNAL_DIR}/_{kind}-{index:05d}{extension}"
-
     def record(self, kind: str, index: int, data: dict[str, Any]) -> None:
         """Mark unit ``index`` of ``kind`` complete with ``data`` (atomically)."""
         payload = json.dumps({"plan": self.key, "index": index, **data}).encode()
         self.dest.write_bytes_atomic(self._record_path(kind, index), payload)
-        unit_journaled()  # a test's crash point (dsm._testing)
 
     def records(self, kind: str) -> dict[int, dict[str, Any]]:
         """The completed units of ``kind`` recorded for this plan, by index."""
@@ -150,6 +147,19 @@ class Journal:
             self.dest.remove(f"{JOURNAL_DIR}/{info.path}")
         with contextlib.suppress(OSError):  # an empty folder (local disk) goes too; object stores have none
             self.dest.fs.rmdir(self.dest.path(JOURNAL_DIR))
+
+
+def remove_spill(spill: Location) -> int:
+    """Delete a shuffle's pass-1 files in its ``--spill-dir`` folder (``dsm-spill-<plan>/``): only files
+    named as dsm names them there, never anything else. Returns how many were removed."""
+    removed = 0
+    for info in spill.list_files(recursive=False):
+        if info.path.startswith("_scatter-") and info.path.endswith(".arrow"):
+            spill.remove(info.path)
+            removed += 1
+    with contextlib.suppress(OSError):  # the empty folder too (local disk); object stores have none
+        spill.fs.rmdir(spill.root)
+    return removed
 
 
 def remove_temporaries(dest: Location, names: set[str]) -> int:

@@ -15,18 +15,19 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
 
+from dsm._testing import unit_journaled
 from dsm.contract import Contract, DatasetFingerprint, Schema, Shard
-from dsm.engine import NullProgress, Progress, map_units
-from dsm.engine.progress import Passes
+from dsm.engine import Executor, LocalExecutor, NullProgress, Progress, map_units
+from dsm.engine.progress import Passes, report_progress
 from dsm.errors import CheckFailed, DatasetNotFound, InputError, SchemaError
 from dsm.formats import Format
 from dsm.hashing.checksum import algorithm_of, known_algorithms
 from dsm.hashing.fingerprint import ALGORITHM
-from dsm.hashing.permutation import Permutation
 from dsm.rewrite.execute import (
     RewriteContext,
     SourceChanged,
@@ -36,14 +37,15 @@ from dsm.rewrite.execute import (
     gather_unit,
     scatter_unit,
     source_format,
+    spill_name,
 )
-from dsm.rewrite.journal import DestinationClaim, Journal, is_journal_path, remove_temporaries
-from dsm.rewrite.plan import OutputUnit, RewritePlan, plan_rewrite
+from dsm.rewrite.journal import DestinationClaim, Journal, is_journal_path, remove_spill, remove_temporaries
+from dsm.rewrite.plan import OutputUnit, RewritePlan, ScatterUnit, SourceRange, plan_rewrite
 from dsm.rewrite.spec import RewriteSpec, estimate_rows_per_shard
 from dsm.shards import DescribedShard, contract_location, dataset_fingerprint
-from dsm.storage import Location, canonical_location, claimed_location, location, overlaps, redact
+from dsm.storage import Location, canonical_location, claimed_location, is_within, location, overlaps, redact
 from dsm.units import parse_size
-from dsm.validators import check_physical
+from dsm.validators import PhysicalCheck, check_physical
 
 __all__ = [
     "PROOF_READ_BACK",
@@ -80,6 +82,11 @@ class PreparedRewrite:
     read_back: bool
     overwrite: bool = False
     notes: tuple[str, ...] = ()
+    spill: Location | None = None
+    """``--spill-dir``: where a shuffle's pass-1 files go (this plan's folder in it); None: the journal's
+    folder at the destination."""
+    storage_options: Mapping[str, Any] = field(default_factory=dict, repr=False)  # may hold credentials
+    """The run's storage options: a spill folder an interrupted run recorded is opened with them."""
     out_schema: pa.Schema | None = None
     """What the target format's files hold (``Format.storage`` of ``schema``); ``schema`` when None."""
 
@@ -118,14 +125,18 @@ def prepare_rewrite(
     *,
     overwrite: bool = False,
     read_back: bool = False,
+    spill_dir: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
 ) -> PreparedRewrite:
     """Check ``spec`` against ``source`` and plan the output files; nothing at the destination is read.
 
     Refuses (nothing written) a target format that cannot hold the schema (SchemaError), a source without a
-    row fingerprint to prove against, and a destination that overlaps the source's location (compared as
-    canonical locations: a symlink or another spelling of it is the same place).
+    row fingerprint to prove against, a destination that overlaps the source's location (compared as
+    canonical locations: a symlink or another spelling of it is the same place), and a ``spill_dir``
+    without a shuffle, inside the source or inside the destination.
     """
+    if spill_dir is not None and not spec.shuffle:
+        raise InputError("--spill-dir only applies with --shuffle (only a shuffle writes pass-1 files)")
     to = spec.format or source.format
     parameters: dict[str, Any] = spec.lineage_parameters()
     parameters["to"] = to
@@ -155,6 +166,9 @@ def prepare_rewrite(
             f"destination {redact(dest)} overlaps the location of {source.ref} ({redact(source.location)}); "
             "write to a folder of its own; nothing was written"
         )
+    spill_root = location(spill_dir, storage_options) if spill_dir is not None else None
+    if spill_root is not None:
+        _check_spill_dir(spill_root, held, dest_loc, source)
     rows_per_shard = spec.rows_per_shard
     if spec.shard_size is not None:
         target = parse_size(spec.shard_size, what="--shard-size")
@@ -175,6 +189,7 @@ def prepare_rewrite(
     # How the output was proven; recorded in the lineage, not in the plan (it changes no output byte).
     parameters["proof"] = PROOF_READ_BACK if read_back else PROOF_WRITTEN
     notes = [f"{change} by {to} (exact: the same values and row fingerprint)" for change in storage.changes]
+    spill = spill_root.child(f"dsm-spill-{plan.key[:16]}") if spill_root is not None else None
     return PreparedRewrite(
         source=source,
         spec=spec,
@@ -188,8 +203,48 @@ def prepare_rewrite(
         read_back=read_back,
         overwrite=overwrite,
         notes=tuple(notes),
+        spill=spill,
+        storage_options=dict(storage_options or {}),
         out_schema=storage.schema,
     )
+
+
+def _check_spill_dir(spill: Location, held: str, dest: Location, source: Contract) -> None:
+    """A spill folder is neither in the source (``held``: the canonical place it holds; never written
+    into) nor in the destination (its files would be taken for someone else's), compared as canonical
+    locations. Holding them is fine: the files go to a folder of their own."""
+    place = canonical_location(spill)
+    if is_within(place, held):
+        raise InputError(
+            f"--spill-dir {redact(spill.url)} is inside the location of {source.ref}; a rewrite never writes "
+            "into its source: choose another folder"
+        )
+    if is_within(place, canonical_location(dest)):
+        raise InputError(
+            f"--spill-dir {redact(spill.url)} is inside the destination: leave --spill-dir out (the default "
+            "is the journal's folder there) or choose a folder outside it"
+        )
+
+
+def _header(job: PreparedRewrite) -> dict[str, Any]:
+    header: dict[str, Any] = {
+        "operation": job.spec.operation,
+        "source": job.source.ref,
+        "outputs": job.plan.paths,
+        "published": None,
+    }
+    if job.spill is not None:
+        header["spill"] = contract_location(job.spill)  # absolute on local disk, no credentials
+    return header
+
+
+def _recorded_spill(job: PreparedRewrite, header: Mapping[str, Any] | None) -> Location | None:
+    """The ``--spill-dir`` folder this plan's journal records, when it is not this run's: an interrupted
+    run used another one, and its pass-1 files (this plan's) are deleted."""
+    before = str(header.get("spill") or "") if header is not None else ""
+    if not before or before == (contract_location(job.spill) if job.spill is not None else ""):
+        return None
+    return location(before, job.storage_options)
 
 
 def execute_rewrite(
@@ -198,14 +253,24 @@ def execute_rewrite(
     *,
     workers: int | None = None,
     progress: Progress | None = None,
+    executor: Executor | None = None,
 ) -> RewriteOutcome:
     """With the destination's ``claim`` held: refuse a destination that holds something else (unless
     ``overwrite``; a published version never), check the source shards, write (or resume) every output
     file, and prove the rows: CheckFailed, with nothing registered, when a source shard fails its checksum
-    or the rows differ from the source's."""
+    or the rows differ from the source's.
+
+    The units run on ``executor`` (default: this machine's threads), at most ``workers`` at once; the
+    output is the same whatever the executor, the worker count or the retries of a unit. The claim stays
+    with this process (the driver): no unit needs it.
+    """
     source, plan = job.source, job.plan
     claim.check()
     header, notes = _prepare_destination(job.dest, plan, job.overwrite)
+    stale_spill = _recorded_spill(job, header)
+    if stale_spill is not None:
+        notes.append(f"the pass-1 files an interrupted run left in {redact(stale_spill.url)} are deleted")
+    runner: Executor = executor if executor is not None else LocalExecutor()
     # One read per source shard where a unit reads it whole: its checksum is checked from that read. The
     # others (split between units, or a resumed run's) are checked before anything is written.
     in_read = frozenset() if header is not None else whole_reads(plan)
@@ -224,12 +289,11 @@ def execute_rewrite(
         description=f"{job.spec.operation} {source.ref}",
     )
     try:
-        notes += _check_sources(source, first, job.source_loc, workers, progress)
+        notes += _check_sources(source, first, job.source_loc, workers, progress, runner)
+        if stale_spill is not None:
+            remove_spill(stale_spill)
         journal = Journal(job.dest, plan.key)
-        journal.write_header(
-            {"operation": job.spec.operation, "source": source.ref, "outputs": plan.paths, "published": None}
-        )
-        remove_temporaries(job.dest, set(plan.paths))
+        journal.write_header(_header(job))
         ctx = RewriteContext(
             source=source,
             source_loc=job.source_loc,
@@ -240,15 +304,18 @@ def execute_rewrite(
             out_schema=job.out_schema,
             plan=plan,
             journal=journal,
-            progress=progress,
+            spill=job.spill,
             read_back=job.read_back,
             checked_in_read=in_read,
         )
+        _sweep(ctx)
         try:
-            results, resumed = _run(ctx, workers, resume=header is not None)
+            results, resumed = _run(ctx, workers, runner, progress, resume=header is not None)
         except SourceChanged as exc:
-            _undo(job.dest, journal)
+            _undo(ctx, journal)
             raise CheckFailed(f"source {source.ref} failed its checks: {exc}") from None
+        # A unit whose worker died was run again under a new temporary name; the old one goes now.
+        _sweep(ctx)
     finally:
         progress.finish()
     total = dataset_fingerprint(r.digest for r in results)
@@ -275,22 +342,38 @@ def execute_rewrite(
 
 
 def finish_rewrite(job: PreparedRewrite, claim: DestinationClaim) -> None:
-    """Once the new version is published: delete this plan's journal and the claim, so that the folder
+    """Once the new version is published: delete this plan's journal, its shuffle's pass-1 files in
+    ``--spill-dir`` (this run's, and one an interrupted run recorded) and the claim, so that the folder
     holds the data files alone (a journal of another plan is not this rewrite's to delete)."""
     claim.confirm()
     header = Journal.read_header(job.dest)
+    if header is not None and header.get("plan") == job.plan.key:  # else a finished run removed them
+        for spill in (_recorded_spill(job, header), job.spill):
+            if spill is not None:
+                remove_spill(spill)
     if header is None or header.get("plan") == job.plan.key:
         Journal(job.dest, job.plan.key).remove()
     claim.remove()
 
 
-def _undo(dest: Location, journal: Journal) -> None:
-    """Remove what this run wrote at ``dest`` (its finished outputs, as journaled, its pass-1 files, its
-    records and journal header): a source that fails its checks leaves the destination as it was. Only
+def _sweep(ctx: RewriteContext) -> None:
+    """Delete the temporary files that killed runs or dead workers left for this plan's files."""
+    remove_temporaries(ctx.dest, set(ctx.plan.paths))
+    if ctx.spill is not None:
+        remove_temporaries(ctx.spill, {spill_name(s.index) for s in ctx.plan.scatter})
+
+
+def _undo(ctx: RewriteContext, journal: Journal) -> None:
+    """Remove what this run wrote at the destination (its finished outputs, as journaled, its pass-1
+    files, in ``--spill-dir`` too, its records and journal header, and the temporaries of units another
+    worker was still writing): a source that fails its checks leaves the destination as it was. Only
     files this run recorded are removed: a file of another writer with an output's name stays."""
     for record in journal.records("unit").values():
         with contextlib.suppress(DatasetNotFound):
-            dest.remove(str(record["path"]))
+            ctx.dest.remove(str(record["path"]))
+    _sweep(ctx)
+    if ctx.spill is not None:
+        remove_spill(ctx.spill)
     journal.remove()
 
 
@@ -301,20 +384,37 @@ def whole_reads(plan: RewritePlan) -> frozenset[str]:
     return frozenset(r.shard for u in plan.units for r in u.ranges if r.whole)
 
 
+def _check_source(loc: Location, shard: Shard) -> PhysicalCheck:
+    """One unit of the source check: the shard's size and checksum against its contract entry; the bar
+    moves as its bytes are read (report_progress)."""
+    try:
+        size: int | None = loc.size(shard.path)
+    except DatasetNotFound:
+        size = None
+    read = [0]
+
+    def on_bytes(nbytes: int) -> None:
+        read[0] += nbytes
+        report_progress(nbytes)
+
+    checked = check_physical(loc, shard, actual_size=size, on_bytes=on_bytes)
+    report_progress(max(0, shard.bytes - read[0]))  # not read (missing, resized): done too
+    return checked
+
+
 def _check_sources(
-    source: Contract, shards: list[Shard], loc: Location, workers: int | None, progress: Progress
+    source: Contract,
+    shards: list[Shard],
+    loc: Location,
+    workers: int | None,
+    progress: Progress,
+    executor: Executor,
 ) -> list[str]:
     """Check the size and checksum of ``shards`` (of ``source``) before anything is written; CheckFailed
     names the shards that fail. Returns notes (shards that could not be verified)."""
-
-    def unit(shard: Shard) -> Any:
-        try:
-            size: int | None = loc.size(shard.path)
-        except DatasetNotFound:
-            size = None
-        return check_physical(loc, shard, actual_size=size, on_bytes=progress.advance)
-
-    checks = map_units(unit, shards, workers=workers)
+    checks = map_units(
+        partial(_check_source, loc), shards, workers=workers, on_progress=progress.advance, executor=executor
+    )
     bad = [c for c in checks if c.status not in ("ok", "unverified")]
     if bad:
         shown = "; ".join(f"shard {c.path}: {c.status}: {c.detail}" for c in bad[:5])
@@ -371,35 +471,42 @@ def _prepare_destination(
     return (header if same_plan else None), notes
 
 
+def _still_good(loc: Location, record: Mapping[str, Any]) -> bool:
+    """One unit of a resume: whether a journaled file is still there with its size and checksum."""
+    shard = Shard(path=record["path"], bytes=int(record["bytes"]), checksum=record.get("checksum"))
+    try:
+        size: int | None = loc.size(shard.path)
+    except DatasetNotFound:
+        size = None
+    return check_physical(loc, shard, actual_size=size).status == "ok"
+
+
 def _kept(
-    ctx: RewriteContext,
-    kind: str,
+    loc: Location,
     records: Mapping[int, dict[str, Any]],
     paths: Mapping[int, str],
     workers: int | None,
+    executor: Executor,
 ) -> dict[int, dict[str, Any]]:
-    """The journaled units whose file is still there with the recorded size and checksum."""
+    """The journaled units whose file is still at ``loc`` with the recorded size and checksum."""
     candidates = [(i, r) for i, r in sorted(records.items()) if i in paths and r.get("path") == paths[i]]
-
-    def still_good(item: tuple[int, dict[str, Any]]) -> bool:
-        _, record = item
-        shard = Shard(path=record["path"], bytes=int(record["bytes"]), checksum=record.get("checksum"))
-        try:
-            size: int | None = ctx.dest.size(shard.path)
-        except DatasetNotFound:
-            size = None
-        return check_physical(ctx.dest, shard, actual_size=size).status == "ok"
-
-    good = map_units(still_good, candidates, workers=workers)
+    good = map_units(
+        partial(_still_good, loc), [r for _, r in candidates], workers=workers, executor=executor
+    )
     return {i: r for (i, r), ok in zip(candidates, good, strict=True) if ok}
 
 
-def _run(ctx: RewriteContext, workers: int | None, *, resume: bool) -> tuple[list[DescribedShard], int]:
+def _run(
+    ctx: RewriteContext, workers: int | None, executor: Executor, progress: Progress, *, resume: bool
+) -> tuple[list[DescribedShard], int]:
     plan, journal = ctx.plan, ctx.journal
     if not resume:
         journal.clear_units()
+        if ctx.spill is not None:
+            remove_spill(ctx.spill)
     unit_paths = {u.index: u.path for u in plan.units}
-    kept_records = _kept(ctx, "unit", journal.records("unit"), unit_paths, workers) if resume else {}
+    records = journal.records("unit") if resume else {}
+    kept_records = _kept(ctx.dest, records, unit_paths, workers, executor) if resume else {}
     kept: dict[int, DescribedShard] = {}
     for index, record in kept_records.items():
         shard = Shard.from_dict(
@@ -411,7 +518,7 @@ def _run(ctx: RewriteContext, workers: int | None, *, resume: bool) -> tuple[lis
         kept[index] = DescribedShard(shard=shard, digest=digest_of(shard))
     todo = [u for u in plan.units if u.index not in kept]
     try:
-        done = _write_units(ctx, todo, resume, workers)
+        done = _write_units(ctx, todo, resume, workers, executor, progress)
     except KeyboardInterrupt as exc:  # what the CLI tells the person who pressed Ctrl-C
         exc.add_note(
             "resume: run the same command again; the files this run finished are kept and not written again"
@@ -423,18 +530,42 @@ def _run(ctx: RewriteContext, workers: int | None, *, resume: bool) -> tuple[lis
 
 
 def _write_units(
-    ctx: RewriteContext, todo: list[OutputUnit], resume: bool, workers: int | None
+    ctx: RewriteContext,
+    todo: list[OutputUnit],
+    resume: bool,
+    workers: int | None,
+    executor: Executor,
+    progress: Progress,
 ) -> list[DescribedShard]:
-    """Write the output files of ``todo`` (a shuffle's scatter pass first, kept from a previous run)."""
+    """Write the output files of ``todo`` (a shuffle's scatter pass first, kept from a previous run). The
+    bar moves as each unit finishes, in this process (the driver), whatever the executor."""
     plan, journal = ctx.plan, ctx.journal
+
+    def unit_done(index: int, _: DescribedShard) -> None:
+        progress.advance(ctx.unit_bytes(todo[index]))
+        unit_journaled()  # a test's crash point (dsm._testing): counted here, where the job runs
+
     if todo and plan.shuffle:
-        spill_paths = {s.index: journal.data_path("scatter", s.index, ".arrow") for s in plan.scatter}
-        spilled = _kept(ctx, "scatter", journal.records("scatter"), spill_paths, workers) if resume else {}
+        spill_paths = {s.index: spill_name(s.index) for s in plan.scatter}
+        spill_records = journal.records("scatter") if resume else {}
+        spilled = _kept(ctx.spill_loc, spill_records, spill_paths, workers, executor) if resume else {}
         missing = [s for s in plan.scatter if s.index not in spilled]
-        permutation = Permutation(plan.total_rows, plan.seed or 0)
-        records = map_units(lambda s: scatter_unit(ctx, s, permutation), missing, workers=workers)
-        spilled.update({s.index: r for s, r in zip(missing, records, strict=True)})
+
+        def scatter_done(index: int, _: dict[str, Any]) -> None:
+            unit = missing[index]
+            progress.advance(ctx.range_bytes(_range_of(unit)))
+            unit_journaled()
+
+        scattered = map_units(
+            partial(scatter_unit, ctx), missing, workers=workers, on_done=scatter_done, executor=executor
+        )
+        spilled.update({s.index: r for s, r in zip(missing, scattered, strict=True)})
         ctx.bucket_pieces = bucket_pieces(spilled)
-        ctx.spill_paths = spill_paths
-        return map_units(lambda u: gather_unit(ctx, u), todo, workers=workers)
-    return map_units(lambda u: copy_unit(ctx, u), todo, workers=workers)
+        unit_fn = partial(gather_unit, ctx)
+    else:
+        unit_fn = partial(copy_unit, ctx)
+    return map_units(unit_fn, todo, workers=workers, on_done=unit_done, executor=executor)
+
+
+def _range_of(unit: ScatterUnit) -> SourceRange:
+    return SourceRange(shard=unit.shard, start=unit.start, stop=unit.stop, whole=unit.whole)

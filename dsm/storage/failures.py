@@ -157,7 +157,7 @@ def unreachable(
         parts = urllib.parse.urlsplit(endpoint)
         tried.append(f"endpoint {parts.scheme}://{parts.netloc}" if parts.netloc else f"endpoint {endpoint}")
     if loc is not None and not loc.is_local:
-        attempts, timeout = loc.store.retry_settings(loc.options)
+        attempts, timeout = loc.store.retry_settings(loc.store.filesystem_options(loc.options))
         if attempts is not None:
             tried.append(f"{attempts} attempt{'s' if attempts != 1 else ''}")
         if timeout is not None:

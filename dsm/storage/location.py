@@ -327,6 +327,9 @@ def location(url: str, storage_options: Mapping[str, Any] | None = None) -> Loca
     store = store_for(protocol) if protocol not in LOCAL_PROTOCOLS else None
     defaults = store.default_options() if store is not None else {}
     options = {**options_for(url, {protocol: defaults}, env_options, storage_options), **url_credentials}
+    # Location.options keeps the options as given (dsm's names, the store's own options), so that a Location
+    # opened again elsewhere from its URL and options (another process, a Ray worker) is the same.
+    given = dict(options)
     own: dict[str, Any] = {}
     if store is None and options:
         check_option_names(url, "local disk", constructor_options(LocalFileSystem), options)
@@ -355,7 +358,7 @@ def location(url: str, storage_options: Mapping[str, Any] | None = None) -> Loca
         url=url,
         fs=fs,
         root=root.rstrip("/") if root not in ("/", "") else root,
-        options={**options, **own},
+        options=given,
     )
 
 

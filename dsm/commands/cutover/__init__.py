@@ -53,7 +53,7 @@ from dsm.commands.cutover.spec import CutoverSpec
 from dsm.commands.cutover.stages import SHADOW_REPORT, StageContext, old_version_check, restore_alias
 from dsm.commands.cutover.stages import discard_target as discard_target_files
 from dsm.commands.cutover.state import stage_index
-from dsm.engine import Progress
+from dsm.engine import Executor, Progress
 from dsm.errors import DatasetNotFound, InputError, StageCheckFailed
 from dsm.registry import Registry, open_registry, parse_reference
 from dsm.storage import redact
@@ -186,6 +186,8 @@ def start_cutover(
     through: str | None = None,
     lease_seconds: float = DEFAULT_LEASE_SECONDS,
     workers: int | None = None,
+    engine: str | Executor | None = None,
+    ray_address: str | None = None,
     registry: str | Registry | None = None,
     storage_options: Mapping[str, Any] | None = None,
     progress: Progress | None = None,
@@ -201,6 +203,9 @@ def start_cutover(
     ``delete_old`` lets it delete the old files. ``postpone_switch`` holds the cutover before the switch
     until ``run_cutover(id, through="switch")``. ``on_stage`` commands run after each stage.
     ``skip_readiness`` names readiness checks of the destination that may fail without stopping the plan.
+
+    ``engine`` (``"local"`` or ``"ray"``, with ``ray_address``) runs the copy's and the verifies' units;
+    ``run_cutover`` and ``resume_cutover`` take the same two keywords for their run.
 
     Raises InputError before anything is created for bad options, a reference that is not ``NAME@ALIAS``,
     an alias not on the source, a destination overlapping the source, or another cutover of the same
@@ -269,6 +274,8 @@ def start_cutover(
         workers=workers,
         storage_options=storage_options,
         progress=progress,
+        engine=engine,
+        ray_address=ray_address,
     )
 
 
@@ -279,6 +286,8 @@ def run_cutover(
     force: bool = False,
     lease_seconds: float = DEFAULT_LEASE_SECONDS,
     workers: int | None = None,
+    engine: str | Executor | None = None,
+    ray_address: str | None = None,
     registry: str | Registry | None = None,
     storage_options: Mapping[str, Any] | None = None,
     progress: Progress | None = None,
@@ -303,6 +312,8 @@ def run_cutover(
         workers=workers,
         storage_options=storage_options,
         progress=progress,
+        engine=engine,
+        ray_address=ray_address,
     )
 
 
@@ -312,6 +323,8 @@ def resume_cutover(
     force: bool = False,
     lease_seconds: float = DEFAULT_LEASE_SECONDS,
     workers: int | None = None,
+    engine: str | Executor | None = None,
+    ray_address: str | None = None,
     registry: str | Registry | None = None,
     storage_options: Mapping[str, Any] | None = None,
     progress: Progress | None = None,
@@ -334,6 +347,8 @@ def resume_cutover(
         workers=workers,
         storage_options=storage_options,
         progress=progress,
+        engine=engine,
+        ray_address=ray_address,
     )
 
 

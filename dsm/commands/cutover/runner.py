@@ -21,7 +21,7 @@ from dsm.commands.cutover.lease import Lease, LeaseInfo
 from dsm.commands.cutover.spec import CutoverSpec
 from dsm.commands.cutover.stages import STAGE_FUNCTIONS, StageContext
 from dsm.commands.cutover.state import CutoverState, parse_time, stage_index
-from dsm.engine import Progress
+from dsm.engine import Executor, Progress, open_executor
 from dsm.errors import CheckFailed, DatasetNotFound, DsmError, InputError, StageCheckFailed, StorageError
 from dsm.registry import Registry
 from dsm.storage import location, redact
@@ -403,8 +403,11 @@ def run_stages(
     workers: int | None,
     storage_options: Mapping[str, Any] | None,
     progress: Progress | None,
+    engine: str | Executor | None = None,
+    ray_address: str | None = None,
 ) -> CutoverReport:
     stage_index(through)
+    executor = open_executor(engine, ray_address=ray_address, workers=workers)
     state = journal.state()
     if state.phase == "rolled_back":
         raise InputError(f"cutover {journal.id} was rolled back; start a new cutover to move {state.dataset}")
@@ -424,6 +427,7 @@ def run_stages(
         storage_options=storage_options,
         workers=workers,
         progress=progress,
+        engine=executor,
     )
     try:
         lease.start_heartbeat()

@@ -24,7 +24,7 @@ from dsm.commands.cutover.spec import CutoverSpec
 from dsm.commands.cutover.speed import PLAN_SAMPLE_NAME
 from dsm.commands.cutover.state import CutoverState
 from dsm.contract import Contract
-from dsm.engine import Progress
+from dsm.engine import Executor, Progress
 from dsm.errors import InputError, StageCheckFailed
 from dsm.registry import Registry
 from dsm.rewrite.journal import JOURNAL_DIR, JOURNAL_FILE, DestinationClaim, Journal, remove_temporaries
@@ -58,6 +58,8 @@ class StageContext:
     progress: Progress | None
     state: CutoverState | None = None
     notes: list[str] = field(default_factory=list)
+    engine: Executor | None = None
+    """Where the copy's and the verifies' units run (None: this machine)."""
 
     @property
     def name(self) -> str:
@@ -123,6 +125,7 @@ def stage_copy(ctx: StageContext) -> dict[str, Any]:
         lineage={"cutover": ctx.journal.id},
         registry=ctx.registry,
         workers=ctx.workers,
+        engine=ctx.engine,
         storage_options=ctx.storage_options,
         progress=ctx.progress,
     )
@@ -141,6 +144,7 @@ def stage_copy(ctx: StageContext) -> dict[str, Any]:
         "fingerprint_match": result.fingerprint_match,
         "checksums_digest": checksums_digest(target),
         "notes": list(result.notes),
+        "engine": result.engine.to_dict() if result.engine is not None else None,
     }
 
 
@@ -158,6 +162,7 @@ def stage_verify(ctx: StageContext) -> dict[str, Any]:
         deep=True,
         registry=ctx.registry,
         workers=ctx.workers,
+        engine=ctx.engine,
         storage_options=ctx.storage_options,
         progress=ctx.progress,
     )
@@ -221,6 +226,7 @@ def stage_verify(ctx: StageContext) -> dict[str, Any]:
         "checksums_digest": checksums_digest(target),
         "shards": len(target.shards),
         "bytes": target.total_bytes,
+        "engine": report.engine.to_dict() if report.engine is not None else None,
     }
     kill_point("verify")
     if problems:
@@ -309,6 +315,7 @@ def _old_verifies(ctx: StageContext, source: Contract) -> tuple[bool, dict[str, 
         source,
         registry=ctx.registry,
         workers=ctx.workers,
+        engine=ctx.engine,
         storage_options=ctx.storage_options,
         progress=ctx.progress,
     )

@@ -25,7 +25,7 @@ from textual.widgets import Footer, Static
 from dsm.errors import DsmError
 from dsm.inspect.episodes import EpisodeSummary
 from dsm.inspect.source import RowSource
-from dsm.inspect.view import CellView, plain
+from dsm.inspect.view import CellView, as_number, plain
 from dsm.viewers.tui.cells import preview
 from dsm.viewers.tui.detail import episode_line
 from dsm.viewers.tui.prompts import HelpScreen
@@ -50,16 +50,6 @@ class Step:
     reward: float | None
     terminal: bool
     anomalies: tuple[str, ...]
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if value in ("NaN", "Infinity", "-Infinity"):
-        return float(value.replace("Infinity", "inf"))
-    return None
 
 
 def sparkline(
@@ -182,7 +172,7 @@ class EpisodeScreen(Screen[None]):
         for cell in cells:
             anomalies.extend(cell.anomalies)
             if cell.field == self.rl_layout.reward:
-                reward = _number(cell.value)
+                reward = as_number(cell.value)
                 if cell.value is None:
                     anomalies.append("no reward")
             if (
@@ -246,7 +236,7 @@ class EpisodeScreen(Screen[None]):
                     rows = self.source.read(
                         first + offset, min(10_000, count - offset), columns=[name], episodes=False
                     ).rows
-                    rewards.extend(_number(r.cells[0].value) for r in rows)
+                    rewards.extend(as_number(r.cells[0].value) for r in rows)
         except DsmError as exc:
             self.app.call_from_thread(self.notify, str(exc), severity="error")
         self.app.call_from_thread(self._rewards_ready, rewards)

@@ -158,6 +158,7 @@ class RowWindow(Generic[T]):
             for block in shown:
                 if block in self._blocks:
                     self._blocks.move_to_end(block)
+            self._evict()  # a smaller screen than the last gives back what it held beyond the budget
             self._wanted = [
                 b
                 for b in dict.fromkeys(order)

@@ -16,7 +16,7 @@ from starlette.requests import Request
 
 from dsm.errors import DatasetNotFound, InputError
 from dsm.inspect import EpisodeSummary, RowSource
-from dsm.inspect.view import FieldView, RowPage, plain
+from dsm.inspect.view import FieldView, RowPage, as_number, plain
 from dsm.viewers.web import links
 from dsm.viewers.web.cells import cut_cell, is_media
 from dsm.viewers.web.http import Page, Refused, query_int
@@ -76,16 +76,6 @@ def episodes_page(request: Request, state: ServerState) -> Page:
 
 def _by_role(fields: Sequence[FieldView], role: str) -> str | None:
     return next((f.name for f in fields if f.role == role), None)
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if value in ("NaN", "Infinity", "-Infinity"):
-        return float(value.replace("Infinity", "inf"))
-    return None
 
 
 def _steps_of_rows(
@@ -166,7 +156,7 @@ def reward_plot(
 ) -> dict[str, Any]:
     """Points of the reward line (SVG coordinates), NaN steps, the terminal step's x and the axis range."""
     pad_x, pad_y = 44, 16
-    rewards = [_number(s.get("reward")) for s in steps]
+    rewards = [as_number(s.get("reward")) for s in steps]
     finite = [r for r in rewards if r is not None and math.isfinite(r)]
     low, high = (min(finite), max(finite)) if finite else (0.0, 1.0)
     if high - low < 1e-12:
