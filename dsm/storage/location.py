@@ -14,6 +14,7 @@ connection strings); :mod:`dsm.storage.secrets` hides them in everything dsm pri
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import posixpath
 import urllib.parse
@@ -329,7 +330,7 @@ def location(url: str, storage_options: Mapping[str, Any] | None = None) -> Loca
     options = {**options_for(url, {protocol: defaults}, env_options, storage_options), **url_credentials}
     # Location.options keeps the options as given (dsm's names, the store's own options), so that a Location
     # opened again elsewhere from its URL and options (another process, a Ray worker) is the same.
-    given = dict(options)
+    given = copy.deepcopy(options)  # the client may change nested settings in place (botocore's retries)
     own: dict[str, Any] = {}
     if store is None and options:
         check_option_names(url, "local disk", constructor_options(LocalFileSystem), options)
