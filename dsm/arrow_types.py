@@ -33,6 +33,7 @@ from dsm.errors import SchemaError
 __all__ = [
     "MAX_TYPE_DEPTH",
     "list_view_as_list",
+    "masked_nulls_filled",
     "parse_type",
     "placeholders_nulled",
     "take",
@@ -430,3 +431,138 @@ def placeholders_nulled(array: pa.DictionaryArray) -> pa.DictionaryArray:
     inside = pc.less(indices, pa.scalar(len(array.dictionary), indices.type))
     indices = pc.if_else(inside, indices, pa.scalar(None, indices.type))
     return pa.DictionaryArray.from_arrays(indices, array.dictionary, ordered=array.type.ordered)
+
+
+def masked_nulls_filled(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``batch`` with the nulls that a null parent hides in fields declared non-nullable replaced by a
+    placeholder (zero, empty); every value a reader can see stays as it was.
+
+    Arrow leaves a child's slot under a null parent undefined, and producers differ: pyarrow's builders
+    put a value there, dsm's JSONL reader and other tools a null. pyarrow's Parquet writer refuses any null
+    in a leaf declared non-nullable, hidden or not (and does not look at the nulls of a struct). A null
+    that no parent hides breaks its declaration: it is a SchemaError naming the field (the writer would
+    refuse it only in a leaf, and store a placeholder as data under a null struct).
+    """
+    if not any(_has_required(f.type) or not f.nullable for f in batch.schema):
+        return batch
+    given = list(batch.columns)
+    columns = [_child(c, f, None, f.name) for c, f in zip(given, batch.schema, strict=True)]
+    if all(a is b for a, b in zip(columns, given, strict=True)):
+        return batch
+    return pa.RecordBatch.from_arrays(columns, schema=batch.schema)
+
+
+def _filled(array: pa.Array, hidden: Any, path: str) -> pa.Array:
+    """``array`` with hidden nulls filled below it; ``hidden`` is a numpy bool per slot (under a null
+    ancestor) or None for none."""
+    import numpy as np
+
+    kind = array.type
+    listed = pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_map(kind)
+    nested = listed or pa.types.is_struct(kind) or pa.types.is_fixed_size_list(kind)
+    if not nested or not _has_required(kind):
+        return array
+    nulls = array.is_null().to_numpy(zero_copy_only=False)
+    below = nulls if hidden is None else (hidden | nulls)
+    mask = pa.array(nulls) if array.null_count else None
+    if pa.types.is_struct(kind):
+        given = [array.field(i) for i in range(kind.num_fields)]
+        children = [
+            _child(c, kind.field(i), below, f"{path}.{kind.field(i).name}") for i, c in enumerate(given)
+        ]
+        if all(a is b for a, b in zip(children, given, strict=True)):
+            return array
+        return pa.StructArray.from_arrays(children, fields=list(kind), mask=mask)
+    if pa.types.is_fixed_size_list(kind):
+        size = kind.list_size
+        values = array.values.slice(array.offset * size, len(array) * size)
+        filled = _child(values, kind.value_field, np.repeat(below, size), f"{path}[]")
+        if filled is values:
+            return array
+        return pa.FixedSizeListArray.from_arrays(filled, type=kind, mask=mask)
+    # a list's children are rebuilt from the slice its offsets cover (pyarrow takes no validity with
+    # offsets into a longer child)
+    offsets = array.offsets.to_numpy(zero_copy_only=False)
+    start = int(offsets[0])
+    given = array.values.slice(start, int(offsets[-1]) - start)
+    under = np.repeat(below, np.diff(offsets))
+    starts = pa.array(offsets - start, pa.int64() if pa.types.is_large_list(kind) else pa.int32())
+    if pa.types.is_map(kind):  # a list of (key, item) entries
+        entries = _child(given, pa.field("entries", given.type, nullable=False), under, f"{path}{{}}")
+        if entries is given:
+            return array
+        return pa.MapArray.from_arrays(starts, entries.field(0), entries.field(1), type=kind, mask=mask)
+    values = _child(given, kind.value_field, under, f"{path}[]")
+    if values is given:
+        return array
+    return type(array).from_arrays(starts, values, type=kind, mask=mask)
+
+
+def _child(array: pa.Array, field: pa.Field, hidden: Any, path: str) -> pa.Array:
+    """One child of a nested array (or a column: ``hidden`` None), filled below, and in itself where it
+    is declared non-nullable and each of its nulls is hidden."""
+    import numpy as np
+
+    if pa.types.is_null(field.type):
+        return array  # null is the only value of this type, declared nullable or not
+    if not field.nullable and array.null_count:
+        shown = array.is_null().to_numpy(zero_copy_only=False)
+        if hidden is not None:
+            shown &= ~hidden
+        if shown.any():
+            raise SchemaError(
+                f'field "{path}" is declared non-nullable but holds a null (value {int(shown.argmax())} of '
+                "that field): the data does not match its schema"
+            )
+    array = _filled(array, hidden if hidden is not None and hidden.any() else None, path)
+    if field.nullable or not array.null_count:
+        return array
+    # each null is hidden: it becomes a placeholder, the one value appended after the array's own
+    nulls = array.is_null().to_numpy(zero_copy_only=False)
+    indices = np.where(nulls, len(array), np.arange(len(array)))
+    return take(pa.concat_arrays([array, _placeholder(field.type)]), pa.array(indices, pa.int64()))
+
+
+def _has_required(kind: pa.DataType) -> bool:
+    """Whether a field below ``kind`` is declared non-nullable (only those can need a placeholder)."""
+    if pa.types.is_map(kind):
+        return True  # keys are never null
+    fields = [kind.field(i) for i in range(kind.num_fields)]
+    return any(not f.nullable or _has_required(f.type) for f in fields)
+
+
+def _placeholder(kind: pa.DataType) -> pa.Array:
+    """One value of ``kind`` to stand where no reader looks: zero, empty, or built of those (a null
+    only where the type holds nothing else)."""
+    import decimal
+
+    if pa.types.is_null(kind):
+        return pa.nulls(1)
+    if pa.types.is_dictionary(kind):
+        return pa.DictionaryArray.from_arrays(pa.array([0], kind.index_type), _placeholder(kind.value_type))
+    if pa.types.is_struct(kind):
+        if not kind.num_fields:
+            return pa.array([{}], kind)
+        children = [_placeholder(kind.field(i).type) for i in range(kind.num_fields)]
+        return pa.StructArray.from_arrays(children, fields=list(kind))
+    if pa.types.is_fixed_size_list(kind):
+        values = pa.concat_arrays([_placeholder(kind.value_type)] * kind.list_size)
+        return pa.FixedSizeListArray.from_arrays(values, type=kind)
+    value: Any = []  # lists, list views and maps: empty
+    if pa.types.is_boolean(kind):
+        value = False
+    elif pa.types.is_fixed_size_binary(kind):
+        value = b"\0" * kind.byte_width
+    elif pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind):
+        value = ""
+    elif pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or pa.types.is_binary_view(kind):
+        value = b""
+    elif pa.types.is_decimal(kind):
+        value = decimal.Decimal(0)
+    elif pa.types.is_interval(kind):
+        value = pa.MonthDayNano([0, 0, 0])
+    elif pa.types.is_floating(kind):
+        value = 0.0
+    elif pa.types.is_integer(kind) or pa.types.is_temporal(kind):
+        value = 0
+    return pa.array([value], kind)

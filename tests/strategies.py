@@ -228,12 +228,45 @@ def _array(kind: pa.DataType, values: list[Any]) -> pa.Array:
     return pa.array(values, type=kind)
 
 
+def nulls_under_null_parents(array: pa.Array) -> pa.Array:
+    """``array`` with every slot that a null struct hides made null too, declared nullable or not.
+
+    Arrow leaves those slots undefined: pyarrow's builders put a value there, dsm's JSONL reader and other
+    tools a null. Both are the same rows; a generated table is drawn in either shape."""
+    kind = array.type
+    if pa.types.is_struct(kind) and kind.num_fields:
+        children = [
+            nulls_under_null_parents(c) for c in array.flatten()
+        ]  # flatten() merges the parent's nulls
+        mask = array.is_null() if array.null_count else None
+        return pa.StructArray.from_arrays(children, fields=list(kind), mask=mask)
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        mask = array.is_null() if array.null_count else None
+        values = nulls_under_null_parents(array.values)
+        return type(array).from_arrays(array.offsets, values, type=kind, mask=mask)
+    if pa.types.is_fixed_size_list(kind):
+        mask = array.is_null() if array.null_count else None
+        size = kind.list_size
+        values = nulls_under_null_parents(array.values.slice(array.offset * size, len(array) * size))
+        return pa.FixedSizeListArray.from_arrays(values, type=kind, mask=mask)
+    if pa.types.is_map(kind):
+        mask = array.is_null() if array.null_count else None
+        entries = nulls_under_null_parents(array.values)
+        return pa.MapArray.from_arrays(
+            array.offsets, entries.field(0), entries.field(1), type=kind, mask=mask
+        )
+    return array
+
+
 @st.composite
 def tables(draw: st.DrawFn, schema: pa.Schema, *, max_rows: int = 12) -> pa.Table:
-    """A table of ``schema`` with up to ``max_rows`` rows."""
+    """A table of ``schema`` with up to ``max_rows`` rows; the slots null structs hide hold values (as
+    pyarrow builds them) or nulls (as other producers do)."""
     rows = draw(st.integers(0, max_rows))
     columns = [
         _array(f.type, draw(st.lists(values_of(f.type, f.nullable), min_size=rows, max_size=rows)))
         for f in schema
     ]
+    if draw(st.booleans()):
+        columns = [nulls_under_null_parents(c) for c in columns]
     return pa.Table.from_arrays(columns, schema=schema)

@@ -1,0 +1,119 @@
+"""Slots a null struct hides are not data: their two shapes (a value, as pyarrow builds them; a null, as
+dsm's JSONL reader and other tools do) are the same rows to the fingerprint and to every writer, and a
+null that no parent hides in a field declared non-nullable is refused, never stored as a placeholder.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import dsm
+from dsm.arrow_types import masked_nulls_filled
+from dsm.errors import SchemaError
+from dsm.formats import get_format
+from dsm.hashing import fingerprint_kernel
+from dsm.hashing.fingerprint import digest_batch
+from tests.independent import comparable
+from tests.strategies import arrow_types, nulls_under_null_parents, schemas, tables
+from tests.trust_support import check_published, register_table, write_shards
+
+_REQUIRED = pa.field("a", pa.bool_(), nullable=False)
+_STRUCT = pa.struct([_REQUIRED])
+
+
+def _hidden_null_struct() -> pa.Table:
+    """The first failure seen: ``{"a": null}`` read from JSONL as ``struct<a: bool not null>``."""
+    column = pa.StructArray.from_arrays(
+        [pa.array([None], pa.bool_())], fields=[_REQUIRED], mask=pa.array([True])
+    )
+    return pa.Table.from_arrays([column], schema=pa.schema([pa.field("a", _STRUCT)]))
+
+
+def _parquet_rows(table: pa.Table, **options: object) -> list[dict[str, object]]:
+    return _parquet_table(table, **options).to_pylist()
+
+
+def _parquet_table(table: pa.Table, **options: object) -> pa.Table:
+    fmt = get_format("parquet", **options)
+    sink = io.BytesIO()
+    with fmt.open_writer(sink, table.schema) as writer:
+        for batch in table.to_batches(max_chunksize=2):
+            writer.write_batch(batch)
+    read = pq.read_table(io.BytesIO(sink.getvalue()))
+    assert read.schema.equals(fmt.storage(table.schema).schema, check_metadata=False)
+    return read
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+@given(data=st.data())
+def test_both_shapes_of_a_hidden_slot_are_the_same_rows(data: st.DataObject) -> None:
+    schema = data.draw(schemas(arrow_types(max_leaves=4), max_fields=3))
+    table = data.draw(tables(schema, max_rows=8))
+    other = pa.Table.from_arrays(
+        [nulls_under_null_parents(c.combine_chunks()) for c in table.columns], schema=schema
+    )
+    assert other.equals(table)  # Arrow compares a struct's children only where the struct is valid
+    for mode in ("python", "compiled") if fingerprint_kernel.enabled() else ("python",):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv(fingerprint_kernel.ENV_VAR, mode)
+            assert digest_batch(other) == digest_batch(table), mode
+    storage = get_format("parquet").storage(schema)
+    if not storage.problems:
+        written, other_written = (
+            _parquet_table(table, row_group_size=3),
+            _parquet_table(other, row_group_size=3),
+        )
+        assert comparable(other_written) == comparable(written)
+        assert digest_batch(other_written) == digest_batch(table)  # stored types keep every value
+
+
+def test_a_hidden_null_in_a_required_field_is_written_to_parquet() -> None:
+    assert _parquet_rows(_hidden_null_struct(), row_group_size=1, compression="zstd") == [{"a": None}]
+
+
+def test_jsonl_with_a_null_struct_converts_to_parquet_and_verifies(tmp_path: Path) -> None:
+    """The generated case that found the class: ``{"a": null}`` as ``struct<a: bool not null>``."""
+    table = _hidden_null_struct()
+    registry = str(tmp_path / "registry")
+    write_shards(tmp_path / "source", table, "jsonl", 1)
+    contract = register_table(tmp_path / "source", "jsonl", table.schema, registry, "src")
+    options = {"row_group_size": 1, "compression": "zstd"}
+    result = dsm.convert_format(
+        contract.ref, str(tmp_path / "out"), format="parquet", registry=registry, format_options=options
+    )
+    check_published(result.contract, table, registry, ordered=True)
+
+
+@pytest.mark.parametrize(
+    ("column", "path"),
+    [
+        (pa.StructArray.from_arrays([pa.array([True, None])], fields=[_REQUIRED]), "c.a"),
+        (
+            pa.StructArray.from_arrays(
+                [pa.array([{"a": True}, None], _STRUCT)],
+                fields=[pa.field("in", _STRUCT, nullable=False)],
+            ),
+            "c.in",
+        ),
+        (pa.array([[True, None]], pa.list_(pa.field("item", pa.bool_(), nullable=False))), "c[]"),
+    ],
+)
+def test_a_null_no_parent_hides_in_a_required_field_is_refused(column: pa.Array, path: str) -> None:
+    """pyarrow's writer would store the second case (a null struct of filled leaves) as ``{"a": false}``."""
+    batch = pa.record_batch([column], names=["c"])
+    with pytest.raises(
+        SchemaError, match=re.escape(f'field "{path}" is declared non-nullable but holds a null')
+    ):
+        masked_nulls_filled(batch)
+    with pytest.raises(SchemaError):
+        _parquet_rows(pa.Table.from_batches([batch]))
