@@ -124,7 +124,7 @@ def run_stage(
             with read_once(loc, path.name) as opened:
                 for _ in fmt.iter_batches(opened.file, shard=path.name, schema=schema):  # type: ignore[arg-type]
                     pass
-                opened.file.finish()
+                opened.finish()
     elif stage == "keep-decoded":  # untimed: the batches the hash and encode stages work on
         batches[:] = [list(_decoded(path, fmt_name, schema, rows)) for path in paths]
     elif stage in ("hash", "hash-python"):

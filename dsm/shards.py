@@ -39,7 +39,7 @@ from dsm.errors import DsmError, FormatError, SchemaError, about
 from dsm.formats import DEFAULT_BATCH_ROWS, Format, detect_format
 from dsm.hashing.checksum import DEFAULT_ALGORITHM
 from dsm.hashing.fingerprint import digest_batch
-from dsm.hashing.onepass import OnePassFile
+from dsm.hashing.onepass import LocalOnce, OnePassFile
 from dsm.hashing.rowdigest import ALGORITHM, RowDigest
 from dsm.storage import FileInfo, Location, public_url, redact, storage_errors
 from dsm.storage.stores import ServerChecksum, server_checksum
@@ -311,15 +311,24 @@ def _etag(details: Any) -> str | None:
 
 @dataclass(frozen=True, kw_only=True)
 class OpenedOnce:
-    """A shard opened for one read: the file to decode (it hashes what it reads, see
-    :class:`~dsm.hashing.onepass.OnePassFile`), and the ETag the store gave when it was opened."""
+    """A shard opened for one read: the file to decode (its bytes are checksummed from the same read, see
+    :mod:`dsm.hashing.onepass`), and the ETag the store gave when it was opened."""
 
-    file: OnePassFile
+    reader: OnePassFile | LocalOnce
     etag: str | None = None
 
     @property
+    def file(self) -> Any:
+        """What the decoder reads: a file object (pyarrow's own for a local file)."""
+        return self.reader.file if isinstance(self.reader, LocalOnce) else self.reader
+
+    @property
     def size(self) -> int:
-        return self.file.size()
+        return self.reader.size()
+
+    def finish(self) -> dict[str, str]:
+        """The checksums of the shard's bytes (those the decoder did not read are read now)."""
+        return self.reader.finish()
 
 
 @contextlib.contextmanager
@@ -330,9 +339,10 @@ def read_once(
     *,
     on_bytes: Callable[[int], None] | None = None,
 ) -> Iterator[OpenedOnce]:
-    """Open one shard so that decoding it and checksumming it read its bytes once: each block is fetched
-    by one ranged read (``pread`` on local disk, a ranged GET on an object store, no client read-ahead)
-    and hashed in file order; ``opened.file.finish()`` returns the checksums once decoding is done."""
+    """Open one shard so that decoding it and checksumming it read its bytes once. On an object store each
+    block is fetched by one ranged GET (no client read-ahead) and hashed in file order; on local disk the
+    decoder reads through pyarrow's own file and the checksum is taken from the page cache after, the
+    file checked unchanged. ``opened.finish()`` returns the checksums once decoding is done."""
     url = loc.url_of(path)
 
     def fetching(read: Callable[[int, int], bytes]) -> Callable[[int, int], bytes]:
@@ -344,13 +354,17 @@ def read_once(
 
     with about(shard=path):  # what fails in the read is about this shard
         if loc.is_local:
+            local = loc.path(path)
             with storage_errors(url, loc):
-                descriptor = os.open(loc.path(path), os.O_RDONLY)
+                descriptor = os.open(local, os.O_RDONLY)
+            reader = None
             try:
-                size = os.fstat(descriptor).st_size
-                read = fetching(lambda start, stop: os.pread(descriptor, stop - start, start))
-                yield OpenedOnce(file=OnePassFile(read, size, algorithms, on_bytes=on_bytes))
+                with storage_errors(url, loc):
+                    reader = LocalOnce(local, descriptor, algorithms, on_bytes=on_bytes)
+                yield OpenedOnce(reader=reader)
             finally:
+                if reader is not None:
+                    reader.close()
                 os.close(descriptor)
             return
         with loc.open(path, cache_type="none") as handle:
@@ -363,7 +377,7 @@ def read_once(
                 size = int(getattr(handle, "size", None) or loc.size(path))
             opened = _etag(getattr(handle, "details", None))
             yield OpenedOnce(
-                file=OnePassFile(fetching(ranged), size, algorithms, on_bytes=on_bytes), etag=opened
+                reader=OnePassFile(fetching(ranged), size, algorithms, on_bytes=on_bytes), etag=opened
             )
 
 
@@ -407,7 +421,7 @@ def measure_object(
     """
     server, algorithms = _store_checksum(loc, rel, algorithm)
     with read_once(loc, rel, algorithms, on_bytes=on_bytes) as opened:
-        sums = opened.file.finish()
+        sums = opened.finish()
     return MeasuredObject(checksum=sums[algorithm], server_checksum=_trusted(server, opened, sums))
 
 
@@ -466,7 +480,7 @@ def describe_shard(
         found = digest_open_shard(
             handle, loc, path, fmt, schema=schema, on_rows=on_rows, batch_rows=batch_rows
         )
-        sums = opened.file.finish()
+        sums = opened.finish()
     entry = shard_entry(
         path,
         opened.size,

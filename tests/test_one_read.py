@@ -71,14 +71,7 @@ def _upload(moto_server: MotoServer, bucket: str, kind: str) -> dict[str, int]:
     "kind",
     [
         "parquet",
-        pytest.param(
-            "arrow",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="the Arrow reader's footer check (footer.count_rows) reads every batch header "
-                "before the body is streamed, so the blocks are fetched twice; known, not yet fixed",
-            ),
-        ),
+        "arrow",
         "jsonl",
     ],
 )

@@ -179,11 +179,14 @@ class ArrowFormat(Format):
     def _stream(
         self, file: IO[bytes], footer: Any, target: pa.Schema, shard: str, batch_rows: int
     ) -> Iterator[pa.RecordBatch]:
-        declared = footer.num_record_batches
+        """The body's messages in file order, each record batch checked against the footer's block for it:
+        it ends where the block says and holds the rows the block's header declares. The header is read
+        just before its batch (pyarrow's ``count_rows`` would read every header first, ahead of the body,
+        and a one-pass read would fetch those blocks twice)."""
         try:
-            declared_rows = int(footer.count_rows())
-        except pa.ArrowException as exc:
-            raise _unreadable(shard, exc) from None
+            blocks = _record_batch_blocks(file)
+        except (ValueError, IndexError) as exc:
+            raise FormatError(f"shard {shard}: not a readable Arrow IPC file ({exc})") from None
         file.seek(_BODY_START)
         try:
             reader = ipc.open_stream(file)
@@ -196,6 +199,7 @@ class ArrowFormat(Format):
             )
         batches = rows = 0
         while True:
+            declared = self._declared_rows(file, blocks, batches, shard)
             try:
                 batch = reader.read_next_batch()
             except StopIteration:
@@ -204,18 +208,47 @@ class ArrowFormat(Format):
                 raise FormatError(
                     f"shard {shard} record batch {batches}: not readable ({describe_exception(exc)})"
                 ) from None
+            if declared is None:
+                raise FormatError(
+                    f"shard {shard}: the Arrow file's footer lists {len(blocks)} record batches but its body "
+                    "holds more: the file is damaged"
+                )
+            offset, meta, body = blocks[batches]
+            if file.tell() != offset + meta + body or batch.num_rows != declared:
+                raise FormatError(
+                    f"shard {shard} record batch {batches}: the footer places it at bytes {offset}-"
+                    f"{offset + meta + body} with {declared} rows, but the body's batch ends at byte "
+                    f"{file.tell()} with {batch.num_rows} rows: the file is damaged"
+                )
             check_valid(batch, f"shard {shard} record batch {batches}")
             batches += 1
             rows += batch.num_rows
-            if batches > declared:
-                break
             yield from slice_batches(conform_batch(batch, target, shard=shard), batch_rows)
-        if (batches, rows) != (declared, declared_rows):
+        if batches != len(blocks):
             raise FormatError(
-                f"shard {shard}: the Arrow file's footer lists {declared} record batches ({declared_rows} "
-                f"rows) but its body holds {batches}{'+' if batches > declared else ''} ({rows} rows so "
-                "far): the file is damaged"
+                f"shard {shard}: the Arrow file's footer lists {len(blocks)} record batches but its body "
+                f"holds {batches} ({rows} rows): the file is damaged"
             )
+
+    @staticmethod
+    def _declared_rows(
+        file: IO[bytes], blocks: list[tuple[int, int, int]], index: int, shard: str
+    ) -> int | None:
+        """The rows the header of the footer's block ``index`` declares (None past the last block); the
+        file is left where it was."""
+        if index >= len(blocks):
+            return None
+        here = file.tell()
+        offset, meta, _ = blocks[index]
+        try:
+            return _batch_length(file, offset, meta)
+        except (ValueError, IndexError) as exc:
+            raise FormatError(
+                f"shard {shard}: the Arrow file's footer lists record batch {index} at byte {offset}, where "
+                f"there is none ({exc}): the file is damaged"
+            ) from None
+        finally:
+            file.seek(here)
 
     def _open_writer(self, file: IO[bytes], schema: pa.Schema) -> FormatWriter:
         return _ArrowWriter(file, schema, self.compression)

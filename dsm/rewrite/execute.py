@@ -184,10 +184,10 @@ def _checked_shard(
             yield from iter_open_shard(handle, loc, path, fmt, schema=schema, batch_rows=batch_rows)
         except Exception:
             # Bytes that do not decode are first of all changed bytes, if the checksum says so.
-            if opened.file.finish()[algorithm] != shard.checksum:
+            if opened.finish()[algorithm] != shard.checksum:
                 raise _changed_source(path, "its bytes do not decode and their checksum differs") from None
             raise
-        actual = opened.file.finish()[algorithm]
+        actual = opened.finish()[algorithm]
     if actual != shard.checksum:
         raise _changed_source(
             path, f"checksum {short_checksum(actual)} expected {short_checksum(shard.checksum or '')}"

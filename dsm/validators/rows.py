@@ -120,7 +120,7 @@ def check_shard(
             handle: IO[bytes] = opened.file  # type: ignore[assignment]
             rows = check_rows(loc, shard, fmt, schema, on_rows=on_rows, batch_rows=batch_rows, handle=handle)
             # Every byte the decoder did not ask for (or did not reach, if it failed) is hashed here.
-            actual = opened.file.finish()[algorithm]
+            actual = opened.finish()[algorithm]
     except DatasetNotFound as exc:
         return read_failure(shard, exc), None
     # A StorageError (denied, unreachable) is not a finding about the data: it stops the check (exit 3).

@@ -9,7 +9,7 @@ import pyarrow.ipc as ipc
 import pytest
 from conformance import TYPE_CASES, FormatConformance
 
-from dsm.errors import InputError
+from dsm.errors import FormatError, InputError
 from dsm.formats.arrow import ArrowFormat
 
 
@@ -50,3 +50,32 @@ def test_written_batches_are_bounded() -> None:
 def test_unknown_compression_is_refused() -> None:
     with pytest.raises(InputError):
         ArrowFormat(compression="gzip")
+
+
+def _arrow_file(batches: list[pa.RecordBatch]) -> bytes:
+    sink = io.BytesIO()
+    with ipc.new_file(sink, batches[0].schema) as writer:
+        for batch in batches:
+            writer.write_batch(batch)
+    return sink.getvalue()
+
+
+def _spliced(body_of: bytes, footer_of: bytes) -> bytes:
+    """The messages of one file (up to its end-of-stream marker) followed by another file's footer."""
+    footer_length = int.from_bytes(footer_of[-10:-6], "little")
+    footer = footer_of[-10 - footer_length :]
+    body_length = int.from_bytes(body_of[-10:-6], "little")
+    return body_of[: -10 - body_length] + footer
+
+
+@pytest.mark.parametrize("more", ["body", "footer"])
+def test_a_footer_that_lists_other_batches_than_the_body_is_damage(more: str) -> None:
+    """A whole read streams the body and checks each batch against the footer's block for it."""
+    batches = [pa.record_batch({"x": pa.array(range(i * 10, i * 10 + 10))}) for i in range(3)]
+    two, three = _arrow_file(batches[:2]), _arrow_file(batches)
+    data = _spliced(three, two) if more == "body" else _spliced(two, three)
+    assert ipc.open_file(io.BytesIO(data)).num_record_batches == (2 if more == "body" else 3)
+    with pytest.raises(FormatError, match=r"shard s\.arrow.*the file is damaged"):
+        list(ArrowFormat().iter_batches(io.BytesIO(data), shard="s.arrow"))
+    good = list(ArrowFormat().iter_batches(io.BytesIO(three), shard="s.arrow"))
+    assert pa.Table.from_batches(good).equals(pa.Table.from_batches(batches))
