@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _harness import peak_rss_mb, run_timed
+from _harness import as_installed, peak_rss_mb, run_timed
 from rewrite import make_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,6 +50,7 @@ def main() -> None:
     parser.add_argument("--shadow-duration", default="2", help="seconds of each side of the shadow benchmark")
     parser.add_argument("--work", default=str(ROOT / "bench-data" / "cutover-runs"), help="scratch folder")
     args = parser.parse_args()
+    as_installed()
 
     work = Path(args.work)
     shutil.rmtree(work, ignore_errors=True)

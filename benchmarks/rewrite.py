@@ -42,6 +42,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+sys.path.insert(0, str(Path(__file__).parent))
+from _harness import as_installed
+
 ROOT = Path(__file__).resolve().parent.parent
 DSM = str(ROOT / ".venv" / "bin" / "dsm")
 PYTHON = sys.executable
@@ -370,6 +373,7 @@ def main() -> None:
         "--repeat", type=int, default=1, help="runs of each job per tool; the median is shown"
     )
     args = parser.parse_args()
+    as_installed()
     work = Path(args.work)
     registry = str(work / "registry")
     shutil.rmtree(registry, ignore_errors=True)

@@ -22,6 +22,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).parent))
+from _harness import as_installed
+
 ROOT = Path(__file__).resolve().parent.parent
 TARGETS = {"dsm --help": 0.2, "dsm ls": 0.25, "dsm verify (bytes, tiny)": 0.3}
 
@@ -76,6 +79,7 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=ROOT / "bench-data" / "startup")
     parser.add_argument("--baseline", type=Path, help="another checkout of dsm to run the same commands from")
     args = parser.parse_args()
+    as_installed()
     registry = make_tiny(args.dir)
     dsm = dsm_command()
     commands = {

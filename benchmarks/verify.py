@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _harness import HEADER, compare
+from _harness import HEADER, as_installed, compare
 
 SHARD_BYTES = 256 << 20
 BIN = Path(sys.executable).parent
@@ -106,6 +106,7 @@ def main() -> None:
     parser.add_argument("--stages", action="store_true", help="also CPU seconds per stage (stages.py)")
     parser.add_argument("--callgrind", action="store_true", help="also instructions per stage (valgrind)")
     args = parser.parse_args()
+    as_installed()
     xxhsum = shutil.which("xxhsum")
     if xxhsum is None:
         raise SystemExit("xxhsum is not installed (apt-get install xxhash)")
