@@ -4,9 +4,12 @@ the new version is published, even after an interrupted run that used another sp
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
@@ -14,7 +17,9 @@ from dsm import _testing
 from dsm.cli.app import app
 from dsm.commands.register import register
 from dsm.commands.rewrite import reshard
+from dsm.demo import make_sample_table
 from dsm.errors import InputError
+from dsm.rewrite import execute, plan
 
 from .conftest import write_parquet_shards
 
@@ -31,6 +36,11 @@ def registry(tmp_path: Path, sample_table: pa.Table) -> str:
     write_parquet_shards(tmp_path / "src", sample_table, 4)
     register(str(tmp_path / "src"), name="web", registry=url)
     return url
+
+
+def _record_buckets(path: Path) -> list[int]:
+    """The bucket of each IPC batch of a spill file, from its pass-1 journal record."""
+    return [int(b) for b in json.loads(path.read_text())["buckets"]]
 
 
 def _data(folder: Path) -> dict[str, bytes]:
@@ -85,3 +95,44 @@ def test_a_spill_dir_is_refused_where_it_cannot_work(registry: str, tmp_path: Pa
     # A folder that holds the source and the destination is fine: the files go to a folder of their own.
     done = reshard("web@1", out, spill_dir=str(tmp_path), **shuffle)
     assert done.rows == 3000 and not list(tmp_path.glob("dsm-spill-*/*.arrow"))
+
+
+def test_spill_pieces_do_not_grow_with_source_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scatter unit writes each bucket's rows as one piece per buffer, not one per source batch (row
+    groups of 40 rows here, cut into 6 buckets); the output bytes do not depend on how pass 1 buffered."""
+
+    table = make_sample_table(2400)
+    (tmp_path / "src").mkdir()
+    for i in range(2):
+        pq.write_table(table.slice(i * 1200, 1200), tmp_path / "src" / f"part-{i}.parquet", row_group_size=40)
+    registry = str(tmp_path / "registry")
+    register(str(tmp_path / "src"), name="small", registry=registry)
+    row_bytes = table.nbytes // table.num_rows
+    monkeypatch.setattr(plan, "BUCKET_BYTES", row_bytes * 400)  # 6 buckets of ~400 rows
+    shuffle = {"num_shards": 3, "shuffle": True, "seed": 3, "registry": registry}
+
+    def crash() -> None:
+        raise Crash
+
+    monkeypatch.setattr(_testing, "_ARMED", ("units", "2"))  # stop once both spill files are written
+    monkeypatch.setattr(_testing, "_units_journaled", 0)
+    monkeypatch.setattr(_testing, "_kill", crash)
+    with pytest.raises(Crash):
+        reshard("small@1", str(tmp_path / "out"), **shuffle)
+    monkeypatch.setattr(_testing, "_ARMED", None)
+    spills = sorted((tmp_path / "out").rglob("_scatter-*.arrow"))
+    assert len(spills) == 2
+    records = sorted((tmp_path / "out" / "_dsm_rewrite").glob("_scatter-*.json"))
+    for spill, record in zip(spills, records, strict=True):
+        buckets = _record_buckets(record)
+        assert len(set(buckets)) > 3  # the unit's rows fall in most of the 6 buckets
+        assert sorted(buckets) == sorted(set(buckets)), "one piece per bucket, not one per source batch"
+        assert ipc.open_file(str(spill)).num_record_batches == len(buckets)
+    resumed = reshard("small@1", str(tmp_path / "out"), **shuffle)
+
+    monkeypatch.setattr(execute, "SPILL_BUFFER_BYTES", 1)  # a piece per source batch and bucket, as before
+    unbuffered = reshard("small@1", str(tmp_path / "unbuffered"), **shuffle)
+    assert _data(tmp_path / "out") == _data(tmp_path / "unbuffered")
+    assert resumed.contract.fingerprint == unbuffered.contract.fingerprint

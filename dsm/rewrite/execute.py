@@ -33,7 +33,7 @@ from dsm import _testing
 from dsm.arrow_types import take
 from dsm.contract import Contract, Shard
 from dsm.errors import CheckFailed, FormatError, SchemaError
-from dsm.formats import Format, contract_format, convert_batch
+from dsm.formats import DEFAULT_BATCH_ROWS, Format, contract_format, convert_batch
 from dsm.formats._common import describe_exception
 from dsm.formats.arrow import ArrowFormat
 from dsm.hashing.checksum import HashingWriter, algorithm_of, short_checksum
@@ -399,6 +399,7 @@ def scatter_unit(ctx: RewriteContext, unit: ScatterUnit) -> dict[str, Any]:
             ctx.source_loc, ctx.source_fmt, ctx.schema, rng, plan.batch_rows, check=ctx.check_of(rng)
         )
         with _SPILL_FORMAT.open_writer(sink, schema) as writer:  # type: ignore[arg-type]
+            pending = _BucketPieces(writer, index, schema)
             for batch in read_ahead(source):
                 count = batch.num_rows
                 if not count:
@@ -413,14 +414,53 @@ def scatter_unit(ctx: RewriteContext, unit: ScatterUnit) -> dict[str, Any]:
                 spilled = take(spilled, pa.array(order))
                 cuts = [0, *(np.flatnonzero(np.diff(ordered)) + 1).tolist(), count]
                 for a, b in itertools.pairwise(cuts):
-                    writer.write_batch(spilled.slice(a, b - a))
-                    index.append(int(ordered[a]))
+                    pending.add(int(ordered[a]), spilled.slice(a, b - a))
+                pending.account(spilled.nbytes)
+            pending.flush()
     rows = offset - unit.offset
     if rows != unit.stop - unit.start:
         raise _short_rows(f"shuffle pass 1 of {unit.shard}", rows, unit.stop - unit.start, [unit.shard])
     record = {"path": path, "bytes": sink.size, "checksum": sink.checksum, "rows": rows, "buckets": index}
     ctx.journal.record("scatter", unit.index, record)
     return record
+
+
+SPILL_BUFFER_BYTES = 64 << 20
+"""Decoded bytes a scatter unit gathers, by bucket, before it writes them to its spill file: each bucket's
+rows then go out as one piece (one IPC batch) per buffer, not one per source batch. Pieces of a few rows each
+(a source batch cut into every bucket) made the spill file, and the gather that reads every piece of a
+bucket, grow with source batches times buckets."""
+
+
+class _BucketPieces:
+    """The rows a scatter unit has read, by bucket, written out as one piece per bucket (in bucket order)
+    once :data:`SPILL_BUFFER_BYTES` are held, and at the end; ``index`` gets the bucket of each IPC batch."""
+
+    def __init__(self, writer: Any, index: list[int], schema: pa.Schema) -> None:
+        self._writer = writer
+        self._index = index
+        self._schema = schema
+        self._parts: dict[int, list[pa.RecordBatch]] = defaultdict(list)
+        self._held = 0
+
+    def add(self, bucket: int, part: pa.RecordBatch) -> None:
+        self._parts[bucket].append(part)
+
+    def account(self, nbytes: int) -> None:
+        """A source batch's rows were added (``nbytes`` of them): write everything out past the budget."""
+        self._held += nbytes
+        if self._held >= SPILL_BUFFER_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        for bucket in sorted(self._parts):
+            rows = pa.Table.from_batches(self._parts[bucket], schema=self._schema).combine_chunks()
+            # the Arrow writer cuts batches to DEFAULT_BATCH_ROWS: the index names each IPC batch written
+            for piece in rows.to_batches(max_chunksize=DEFAULT_BATCH_ROWS):
+                self._writer.write_batch(piece)
+                self._index.append(bucket)
+        self._parts.clear()
+        self._held = 0
 
 
 def bucket_pieces(records: Mapping[int, Mapping[str, Any]]) -> dict[int, list[tuple[int, int]]]:
