@@ -113,19 +113,21 @@ def _depth(line: bytes) -> int:
 def _check_nesting(chunk: bytes, first_line: int, shard: str) -> None:
     """Refuse a line nesting deeper than ``_MAX_NESTING`` before any parser sees it.
 
-    A line nests no deeper than it has opening brackets, and has no more of them than bytes: only lines
-    longer than the limit are counted, and only lines with that many brackets are looked at closely.
+    A line nests no deeper than it has opening brackets: the brackets of every line are counted at once
+    (from the positions of the chunk's brackets), and only a line with more than the limit is looked at
+    closely.
     """
-    if chunk.count(b"[") + chunk.count(b"{") <= _MAX_NESTING:
+    data = np.frombuffer(chunk, dtype=np.uint8)
+    opens = np.flatnonzero((data | 0x20) == 0x7B)  # "[" (0x5B) and "{" (0x7B), and no other byte
+    if len(opens) <= _MAX_NESTING:
         return
-    ends = np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == 0x0A)
+    ends = np.flatnonzero(data == 0x0A)
     if not len(ends) or ends[-1] != len(chunk) - 1:
         ends = np.append(ends, len(chunk))
     starts = np.concatenate(([0], ends[:-1] + 1))
-    for index in np.flatnonzero(ends - starts > _MAX_NESTING).tolist():
+    brackets = np.searchsorted(opens, ends) - np.searchsorted(opens, starts)
+    for index in np.flatnonzero(brackets > _MAX_NESTING).tolist():
         start, end = int(starts[index]), int(ends[index])
-        if chunk.count(b"[", start, end) + chunk.count(b"{", start, end) <= _MAX_NESTING:
-            continue
         if _depth(chunk[start:end]) > _MAX_NESTING:
             raise FormatError(
                 f"shard {shard} line {first_line + index}: values nest deeper than {_MAX_NESTING} levels"

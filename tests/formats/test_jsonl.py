@@ -225,3 +225,44 @@ def test_chunks_are_whole_lines_that_add_up_to_the_file(
         assert chunk.endswith(b"\n") or index == len(chunks) - 1
         assert count_newlines(chunk) == chunk.count(b"\n")
         line += chunk.count(b"\n")
+
+
+def _reference_depth(line: str) -> int:
+    """How deep a JSON line nests, outside strings: written from the JSON grammar, not from dsm."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in line:
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (char == "\\", char != '"')
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    depths=st.lists(st.integers(0, 300), min_size=1, max_size=40),
+    decoys=st.lists(st.integers(0, 400), min_size=1, max_size=40),
+)
+def test_the_nesting_check_refuses_exactly_the_first_line_too_deep(
+    depths: list[int], decoys: list[int]
+) -> None:
+    """Brackets inside strings do not count; the line named is the first that nests past the limit."""
+    from dsm.formats.jsonl import _MAX_NESTING, _check_nesting
+
+    lines = []
+    for i, depth in enumerate(depths):
+        text = json.dumps("[{" * decoys[i % len(decoys)])  # brackets in a string: not nesting
+        lines.append(f'{{"s": {text}, "v": {"[" * depth}1{"]" * depth}}}')
+    chunk = ("\n".join(lines) + "\n").encode()
+    too_deep = [i for i, line in enumerate(lines) if _reference_depth(line) > _MAX_NESTING]
+    if not too_deep:
+        _check_nesting(chunk, 10, "s.jsonl")
+        return
+    with pytest.raises(FormatError, match=rf"shard s\.jsonl line {10 + too_deep[0]}: values nest deeper"):
+        _check_nesting(chunk, 10, "s.jsonl")
