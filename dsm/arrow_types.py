@@ -438,7 +438,7 @@ def masked_nulls_filled(batch: pa.RecordBatch) -> pa.RecordBatch:
     placeholder (zero, empty); every value a reader can see stays as it was.
 
     Arrow leaves a child's slot under a null parent undefined, and producers differ: pyarrow's builders
-    put a value there, dsm's JSONL reader and other tools a null. pyarrow's Parquet writer refuses any null
+    put a value there, dsm's JSONL reader a null (any producer may). pyarrow's Parquet writer refuses any null
     in a leaf declared non-nullable, hidden or not (and does not look at the nulls of a struct). A null
     that no parent hides breaks its declaration: it is a SchemaError naming the field (the writer would
     refuse it only in a leaf, and store a placeholder as data under a null struct).

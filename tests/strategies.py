@@ -231,8 +231,8 @@ def _array(kind: pa.DataType, values: list[Any]) -> pa.Array:
 def nulls_under_null_parents(array: pa.Array) -> pa.Array:
     """``array`` with every slot that a null struct hides made null too, declared nullable or not.
 
-    Arrow leaves those slots undefined: pyarrow's builders put a value there, dsm's JSONL reader and other
-    tools a null. Both are the same rows; a generated table is drawn in either shape."""
+    Arrow leaves those slots undefined: pyarrow's builders put a value there, dsm's JSONL reader a null.
+    Both are the same rows; a generated table is drawn in either shape."""
     kind = array.type
     if pa.types.is_struct(kind) and kind.num_fields:
         children = [
@@ -261,7 +261,7 @@ def nulls_under_null_parents(array: pa.Array) -> pa.Array:
 @st.composite
 def tables(draw: st.DrawFn, schema: pa.Schema, *, max_rows: int = 12) -> pa.Table:
     """A table of ``schema`` with up to ``max_rows`` rows; the slots null structs hide hold values (as
-    pyarrow builds them) or nulls (as other producers do)."""
+    pyarrow builds them) or nulls (as dsm's JSONL reader does)."""
     rows = draw(st.integers(0, max_rows))
     columns = [
         _array(f.type, draw(st.lists(values_of(f.type, f.nullable), min_size=rows, max_size=rows)))

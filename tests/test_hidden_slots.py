@@ -1,6 +1,6 @@
 """Slots a null struct hides are not data: their two shapes (a value, as pyarrow builds them; a null, as
-dsm's JSONL reader and other tools do) are the same rows to the fingerprint and to every writer, and a
-null that no parent hides in a field declared non-nullable is refused, never stored as a placeholder.
+dsm's JSONL reader does) are the same rows to the fingerprint and to the Parquet writer, and a null that
+no parent hides in a field declared non-nullable is refused, never stored as a placeholder.
 """
 
 from __future__ import annotations
