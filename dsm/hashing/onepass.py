@@ -37,7 +37,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from dsm.hashing.checksum import READ_BLOCK, new_hasher
+from dsm.hashing.checksum import READ_BLOCK, file_checksums, new_hasher
 
 __all__ = ["BLOCK", "HOLD_BLOCKS", "LocalOnce", "OnePassFile", "ShortRead"]
 
@@ -245,28 +245,26 @@ class LocalOnce:
             self._file.close()
 
     def finish(self) -> dict[str, str]:
-        """Hash the file's bytes in order, in blocks of :data:`BLOCK` read into one buffer, and return
+        """Hash the file's bytes in order (:func:`~dsm.hashing.checksum.file_checksums`) and return
         ``{algorithm: "ALGORITHM:HEX"}``."""
-        hashers = {algorithm: new_hasher(algorithm) for algorithm in self._algorithms}
-        buffer = bytearray(BLOCK)
-        view = memoryview(buffer)
-        offset = 0
-        while True:
-            n = os.preadv(self._descriptor, [view], offset)
-            if not n:
-                break
-            for hasher in hashers.values():
-                hasher.update(view[:n])
-            offset += n
+        read = 0
+
+        def counted(n: int) -> None:
+            nonlocal read
+            read += n
             if self._on_bytes is not None:
                 self._on_bytes(n)
+
+        with open(os.dup(self._descriptor), "rb", buffering=0) as raw:  # the decoder's file is its own
+            raw.seek(0)
+            sums = file_checksums(raw, self._algorithms, on_bytes=counted)
         after = _identity(os.fstat(self._descriptor))
-        if after != self._before or offset != self._before[1]:
+        if after != self._before or read != self._before[1]:
             raise ShortRead(
                 f"{self._path} changed while being read ({self._before[1]} bytes when opened, {after[1]} "
-                f"after, {offset} read): read it again once it is no longer being written"
+                f"after, {read} read): read it again once it is no longer being written"
             )
-        return {algorithm: f"{algorithm}:{hasher.hexdigest()}" for algorithm, hasher in hashers.items()}
+        return sums
 
 
 def _identity(stat: os.stat_result) -> tuple[int, int, int, int]:
