@@ -121,7 +121,19 @@ def _check_register(
     folder: Path, shard: Path, fmt: str, options: dict[str, Any], schema_file: Path | None
 ) -> None:
     registry = folder.parent / "registry-mutated"
-    args = ["register", str(folder), "--name", "m", "--registry", str(registry), "--format", fmt]
+    # Every example registers under the same name: a mutation that changes a stored type would otherwise
+    # meet the version rule against a breaking schema, which is not what is tested here.
+    args = [
+        "register",
+        str(folder),
+        "--name",
+        "m",
+        "--registry",
+        str(registry),
+        "--format",
+        fmt,
+        "--allow-breaking",
+    ]
     if schema_file is not None:
         args += ["--schema", str(schema_file)]
     result = _cli(*args)
@@ -169,6 +181,8 @@ def test_mutated_shards_are_refused_detected_or_read_exactly(case: str) -> None:
             mutated = _mutate(original, mutations)
             if mutated == original:
                 return
+            if fmt == "csv" and mutated.count(b'"') != original.count(b'"'):
+                return  # a quote made or unmade: the known open case below
             shard.write_bytes(mutated)
             try:
                 verified = _cli("verify", "ok", "--deep", "--registry", str(registry), "--json")
@@ -180,3 +194,21 @@ def test_mutated_shards_are_refused_detected_or_read_exactly(case: str) -> None:
                 shard.write_bytes(original)
 
         check()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known, not yet fixed: pyarrow's CSV parser reads a quote that ends a quoted field without a "
+    "delimiter after it leniently, and dsm registers the row instead of refusing the line",
+)
+def test_a_csv_quote_inside_a_quoted_field_is_refused(tmp_path: Path) -> None:
+    """Found by the fuzz test above: one bit turned a space into a quote (`"text 11"` -> `"text"11 ✓"`)."""
+    (shard,) = write_shards(tmp_path / "data", _table("csv"), "csv", 1)
+    data = shard.read_bytes()
+    at = data.index(b'"text 11 ') + len(b'"text')
+    shard.write_bytes(data[:at] + b'"' + data[at + 1 :])
+    schema_file = tmp_path / "schema.yaml"
+    schema_file.write_text(yaml.safe_dump(Schema.from_arrow(_table("csv").schema).to_dict()))
+    args = ["register", str(tmp_path / "data"), "--name", "q", "--registry", str(tmp_path / "r")]
+    result = _cli(*args, "--format", "csv", "--schema", str(schema_file))
+    assert result.exit_code == 2 and shard.name in result.output, result.output
