@@ -180,10 +180,10 @@ def _csv_value(text: str, quoted: bool, kind: pa.DataType) -> Any:
 
 def _csv_rows(text: str, schema: pa.Schema, options: dict[str, Any]) -> list[Any]:
     records = _csv_records(text, options.get("delimiter", ","))
+    if len(schema) > 1:
+        records = [r for r in records if r != [("", False)]]  # blank lines are skipped, before a header too
     header = options.get("header", True)
     names = [name for name, _ in records[0]] if header and records else schema.names
-    if len(schema) > 1:
-        records = [r for r in records if r != [("", False)]]  # blank lines are skipped
     rows = []
     for record in records[1:] if header else records:
         fields = dict(zip(names, record, strict=True))

@@ -3,6 +3,11 @@ row indexes of JSONL and CSV.
 
 A JSONL row is a line holding something other than whitespace; blank lines are not rows. A CSV record ends
 at a newline outside quotes. Found with numpy over the bytes, never a Python loop per line.
+
+CSV quotes follow RFC 4180 strictly (:class:`QuoteCheck`): a quote opens a field, closes it, or is doubled
+inside it. Then every quote toggles "inside quotes", which is what the record scan counts, and pyarrow's
+parser, Python's csv module and this scan read the same records. A quote anywhere else, which each of them
+reads its own lenient way, is refused.
 """
 
 from __future__ import annotations
@@ -15,7 +20,12 @@ __all__ = [
     "BYTES_PER_PIECE",
     "ROWS_PER_PIECE",
     "LineIndexBuilder",
+    "MisplacedQuote",
+    "QuoteCheck",
+    "count_line_breaks",
     "count_newlines",
+    "csv_records",
+    "line_breaks",
     "record_starts",
     "row_starts",
 ]
@@ -66,48 +76,196 @@ def row_starts(chunk: bytes) -> tuple[np.ndarray, np.ndarray]:
     return starts[keep], line_index[keep]
 
 
+def line_breaks(data: np.ndarray, *, more: bool = False) -> np.ndarray:
+    """Where the lines of CSV text ``data`` (uint8) break: each ``\\n``, and each ``\\r`` not followed by
+    one (the line ends of classic Mac OS, which pyarrow's parser and Python's csv module read as line
+    ends too). With ``more``, text follows ``data``: a ``\\r`` that ends it is not known to be one yet.
+
+    >>> line_breaks(np.frombuffer(b"a\\r\\nb\\rc\\n\\r", dtype=np.uint8)).tolist()
+    [2, 4, 6, 7]
+    """
+    newlines = np.flatnonzero(data == 10)
+    returns = np.flatnonzero(data == 13)
+    if not len(returns):
+        return newlines
+    after = returns + 1
+    lone = returns[after < len(data)]
+    lone = lone[data[lone + 1] != 10]
+    if not more and after[-1] == len(data):
+        lone = np.append(lone, returns[-1])
+    if not len(lone):
+        return newlines
+    return np.sort(np.concatenate((newlines, lone)))
+
+
+def csv_records(
+    chunk: bytes, *, quote: int = 34, keep_blank: bool = False, more: bool = False
+) -> tuple[int, np.ndarray, np.ndarray, int]:
+    """The CSV records of ``chunk``, which starts at a record: ``(cut, starts, lines, breaks)``. ``cut`` is
+    the length of the whole records (all of ``chunk`` unless ``more``: text follows it); ``starts`` and
+    ``lines`` are the byte offset and 0-based line index of each record before ``cut``; ``breaks`` is how
+    many lines end before ``cut``.
+
+    A line break ends a record when an even number of quote bytes comes before it in the record (a doubled
+    quote inside a quoted value counts twice). Blank records (empty, or a lone ``\\r`` before a ``\\n``)
+    are dropped unless ``keep_blank`` (a one-column file, where an empty line is a null value).
+
+    >>> cut, starts, lines, breaks = csv_records(b'a,b\\n"x\\ny",1\\n\\n2,3\\r4,5\\n6', more=True)
+    >>> cut, starts.tolist(), lines.tolist(), breaks
+    (21, [0, 4, 13, 17], [0, 1, 4, 5], 6)
+    """
+    data = np.frombuffer(chunk, dtype=np.uint8)
+    empty = np.zeros(0, dtype=np.int64)
+    breaks = line_breaks(data, more=more)
+    quotes = np.flatnonzero(data == quote)
+    ends = breaks[(np.searchsorted(quotes, breaks) & 1) == 0] if len(quotes) else breaks
+    cut = len(data) if not more else int(ends[-1]) + 1 if len(ends) else 0
+    if not cut:
+        return 0, empty, empty, 0
+    ends = ends.astype(np.int64)
+    starts = np.concatenate((np.zeros(1, dtype=np.int64), ends + 1))
+    if starts[-1] == cut:
+        starts = starts[:-1]
+    lines = np.searchsorted(breaks, starts, side="left").astype(np.int64)
+    lines_before_cut = int(np.searchsorted(breaks, cut, side="left"))
+    if keep_blank:
+        return cut, starts, lines, lines_before_cut
+    stops = np.concatenate((ends, np.array([cut], dtype=np.int64)))[: len(starts)]
+    length = stops - starts
+    blank = (length == 0) | ((length == 1) & (data[np.minimum(starts, len(data) - 1)] == 13))
+    return cut, starts[~blank], lines[~blank], lines_before_cut
+
+
 def record_starts(
     chunk: bytes, *, quote: int = 34, keep_blank: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The byte offset and 0-based line index of each CSV record of ``chunk``, which starts at a record.
+    """The byte offset and 0-based line index of each CSV record of ``chunk`` (see :func:`csv_records`).
 
-    A newline ends a record when an even number of quote bytes comes before it in the record (a doubled
-    quote inside a quoted value counts twice). Blank records (empty, or a lone ``\\r``) are dropped unless
-    ``keep_blank`` (a one-column file, where an empty line is a null value).
-
-    >>> starts, lines = record_starts(b'a,b\\n"x\\ny",1\\n\\n2,3\\n')
+    >>> starts, lines = record_starts(b'a,b\\n"x\\ny",1\\n\\n2,3\\r4,5\\n')
     >>> starts.tolist(), lines.tolist()
-    ([0, 4, 13], [0, 1, 4])
+    ([0, 4, 13, 17], [0, 1, 4, 5])
     """
-    data = np.frombuffer(chunk, dtype=np.uint8)
-    if not len(data):
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty
-    # Parity of the quotes so far; a uint8 running sum wraps at 256 but keeps its lowest bit.
-    parity = np.cumsum(data == quote, dtype=np.uint8) & 1
-    newlines = np.flatnonzero(data == 10)
-    ends = newlines[parity[newlines] == 0]
-    starts = np.concatenate((np.zeros(1, dtype=np.int64), ends.astype(np.int64) + 1))
-    if starts[-1] == len(data):
-        starts = starts[:-1]
-    lines = np.searchsorted(newlines, starts, side="left").astype(np.int64)
-    if keep_blank:
-        return starts, lines
-    stops = np.concatenate((ends.astype(np.int64), np.array([len(data)], dtype=np.int64)))[: len(starts)]
-    length = stops - starts
-    blank = (length == 0) | ((length == 1) & (data[np.minimum(starts, len(data) - 1)] == 13))
-    return starts[~blank], lines[~blank]
+    _, starts, lines, _ = csv_records(chunk, quote=quote, keep_blank=keep_blank)
+    return starts, lines
 
 
-def record_cut(chunk: bytes, *, quote: int = 34) -> int:
-    """The length of the longest prefix of ``chunk`` that is whole CSV records (0 when there is none)."""
-    data = np.frombuffer(chunk, dtype=np.uint8)
-    newlines = np.flatnonzero(data == 10)
-    if not len(newlines):
-        return 0
-    parity = np.cumsum(data == quote, dtype=np.uint8) & 1
-    ends = newlines[parity[newlines] == 0]
-    return int(ends[-1]) + 1 if len(ends) else 0
+def count_line_breaks(chunk: bytes | bytearray, *, more: bool = False) -> int:
+    """How many lines of CSV text ``chunk`` ends (see :func:`line_breaks`)."""
+    return len(line_breaks(np.frombuffer(chunk, dtype=np.uint8), more=more))
+
+
+class MisplacedQuote(Exception):
+    """A CSV quote where RFC 4180 allows none, at byte ``offset`` of the (decompressed) text: ``kind`` is
+    ``"opening"`` (a quote inside an unquoted value), ``"closing"`` (text after a closing quote) or
+    ``"unclosed"`` (a quoted value the text ends in). ``opened`` is where the quoted value a closing quote
+    ends was opened."""
+
+    def __init__(self, offset: int, kind: str, opened: int | None = None) -> None:
+        self.offset = offset
+        self.kind = kind
+        self.opened = opened
+        super().__init__(self.reason)
+
+    @property
+    def reason(self) -> str:
+        if self.kind == "closing":
+            return (
+                "text after the closing quote of a quoted value (a quote inside a quoted value is doubled: "
+                '"say ""hi""")'
+            )
+        if self.kind == "unclosed":
+            return "a quoted value is never closed: the file ends inside it"
+        return (
+            "a quote inside an unquoted value (a value holding a quote is quoted and the quote doubled: "
+            '"5"" disk")'
+        )
+
+
+_BOM = b"\xef\xbb\xbf"
+
+
+class QuoteCheck:
+    """Checks the quotes of CSV text fed to it in consecutive chunks: the k-th quote of the text opens a
+    value when k is even (so it follows a delimiter, a newline, the start of the text or the quote just
+    before it, which makes the pair a doubled quote) and closes one when k is odd (so a delimiter, a newline,
+    the end of the text or a quote follows it). Only the quotes are looked at, with numpy.
+
+    >>> check = QuoteCheck(delimiter=ord(","))
+    >>> check.feed(b'a,"b ""c"" d",e\\n'); check.finish()
+    >>> check = QuoteCheck(delimiter=ord(","))
+    >>> check.feed(b'a,"b"c\\n')
+    Traceback (most recent call last):
+    ...
+    dsm.formats._lines.MisplacedQuote: text after the closing quote of a quoted value (...)
+    """
+
+    def __init__(self, *, delimiter: int, quote: int = 34) -> None:
+        self._quote = quote
+        self._bounds = np.zeros(256, dtype=bool)
+        for byte in (delimiter, 10, 13, quote):
+            self._bounds[byte] = True
+        self._quotes = 0
+        self._offset = 0
+        self._start = 0  # where the first value starts: after a byte-order mark, if the text has one
+        self._previous: int | None = None  # the last byte fed; None before any
+        self._open_end: int | None = None  # a closing quote that ended the last chunk, before its next byte
+        self._opened = 0  # where the last quoted value opened
+
+    def feed(self, chunk: bytes | bytearray | memoryview) -> None:
+        data = np.frombuffer(chunk, dtype=np.uint8)
+        if not len(data):
+            return
+        if self._offset == 0 and bytes(data[:3]) == _BOM:
+            self._start = 3
+        if self._open_end is not None:
+            if not self._bounds[data[0]]:
+                raise MisplacedQuote(self._open_end, "closing", self._opened)
+            self._open_end = None
+        at = np.flatnonzero(data == self._quote)
+        if len(at):
+            self._check(data, at)
+            self._quotes += len(at)
+        self._offset += len(data)
+        self._previous = int(data[-1])
+
+    def _check(self, data: np.ndarray, at: np.ndarray) -> None:
+        """The quotes at ``at`` of chunk ``data``: every other one opens a value, the rest close one."""
+        first = self._quotes & 1  # the first quote of the chunk closes a value
+        opening, closing = at[first::2], at[1 - first :: 2]
+        before = np.empty(len(opening), dtype=np.uint8)  # the byte before each opening quote
+        if len(opening):
+            before[1:] = data[opening[1:] - 1]
+            if opening[0]:
+                before[0] = data[opening[0] - 1]
+            else:  # the chunk's first byte: the byte before it is the last one fed (at the start: a line)
+                before[0] = 10 if self._previous is None else self._previous
+        good_open = self._bounds[before]
+        if len(opening) and self._offset + int(opening[0]) == self._start:
+            good_open[0] = True
+        ends_chunk = len(closing) and closing[-1] == len(data) - 1
+        inner = closing[:-1] if ends_chunk else closing  # their next byte is in this chunk
+        good_close = self._bounds[data[inner + 1]]
+        bad_open = int(np.argmin(good_open)) if not good_open.all() else None
+        bad_close = int(np.argmin(good_close)) if not good_close.all() else None
+        # An opening quote right after a closing one is the second of a doubled quote, not a new value.
+        opens = opening[before != self._quote]
+        if bad_open is not None and (bad_close is None or opening[bad_open] < inner[bad_close]):
+            raise MisplacedQuote(self._offset + int(opening[bad_open]), "opening")
+        if bad_close is not None:
+            where = inner[bad_close]
+            earlier = opens[opens < where]
+            opened = self._offset + int(earlier[-1]) if len(earlier) else self._opened
+            raise MisplacedQuote(self._offset + int(where), "closing", opened)
+        if ends_chunk:
+            self._open_end = self._offset + int(closing[-1])
+        if len(opens):
+            self._opened = self._offset + int(opens[-1])
+
+    def finish(self) -> None:
+        """The end of the text, which a closing quote may end, but not an opening one."""
+        self._open_end = None
+        if self._quotes & 1:
+            raise MisplacedQuote(self._opened, "unclosed")
 
 
 ROWS_PER_PIECE = 1024

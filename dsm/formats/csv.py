@@ -40,7 +40,14 @@ from dsm.formats._common import (
     read_span,
     slice_batches,
 )
-from dsm.formats._lines import LineIndexBuilder, record_cut, record_starts
+from dsm.formats._lines import (
+    LineIndexBuilder,
+    MisplacedQuote,
+    QuoteCheck,
+    count_line_breaks,
+    csv_records,
+    record_starts,
+)
 from dsm.formats.base import DEFAULT_BATCH_ROWS, Format, FormatWriter
 from dsm.formats.index import ShardIndex
 
@@ -165,19 +172,26 @@ class CsvFormat(Format):
             false_values=["false", "False", "FALSE"],
         )
 
-    def _first_record(self, file: IO[bytes]) -> list[str] | None:
-        """The first CSV record of the file (the header when there is one); None for an empty file."""
+    def _first_record(self, file: IO[bytes], shard: str) -> list[str] | None:
+        """The first CSV record of the file (the header when there is one); None for an empty file. The
+        quotes of the text read for it are checked first: Python's csv module reads them its own way."""
         file.seek(0)
         try:
-            head = open_input_stream(file, self.compression).read(_INFER_BYTES)
+            head = bytes(open_input_stream(file, self.compression).read(_INFER_BYTES))
         except (pa.ArrowException, OSError) as exc:
             if not is_codec_error(exc, self.compression):
                 raise
-            raise FormatError(f"not readable as {self.compression}-compressed data ({exc})") from None
-        file.seek(0)
+            raise FormatError(
+                f"shard {shard}: not readable as {self.compression}-compressed data ({exc})"
+            ) from None
         if not head:
             return None
-        text = bytes(head).decode("utf-8-sig", errors="replace")  # a byte-order mark is not a name
+        try:
+            QuoteCheck(delimiter=ord(self.delimiter)).feed(head)
+        except MisplacedQuote as exc:
+            raise self._misplaced(file, shard, exc) from None
+        file.seek(0)
+        text = head.decode("utf-8-sig", errors="replace")  # a byte-order mark is not a name
         _allow_large_fields()
         for record in csv.reader(io.StringIO(text, newline=""), delimiter=self.delimiter):
             if record:
@@ -186,31 +200,26 @@ class CsvFormat(Format):
 
     def read_schema(self, file: IO[bytes], *, shard: str) -> pa.Schema:
         """Column names from the header (or ``f0``, ``f1``...), types inferred by pyarrow from ~1 MiB."""
-        try:
-            first = self._first_record(file)
-        except FormatError as exc:
-            raise FormatError(f"shard {shard}: {exc}") from None
+        first = self._first_record(file, shard)
         if first is None:
             return pa.schema([])
         names = first if self.header else [f"f{i}" for i in range(len(first))]
-        stream = open_input_stream(file, self.compression)
         try:
             reader = pcsv.open_csv(
-                stream,
+                self._checked_text(file),
                 read_options=self._read_options(names, _INFER_BYTES),
                 parse_options=self._parse_options(),
                 convert_options=self._convert_options(None, None),
             )
             return reader.schema
+        except MisplacedQuote as exc:
+            raise self._misplaced(file, shard, exc) from None
         except pa.ArrowException as exc:
             raise self._locate(file, pa.schema([(n, pa.string()) for n in names]), shard, exc) from None
 
     def _check_header(self, file: IO[bytes], schema: pa.Schema, shard: str) -> bool:
         """False for an empty file; raises SchemaError when the header and the schema differ."""
-        try:
-            first = self._first_record(file)
-        except FormatError as exc:
-            raise FormatError(f"shard {shard}: {exc}") from None
+        first = self._first_record(file, shard)
         if first is None:
             return False
         if not self.header:
@@ -255,6 +264,8 @@ class CsvFormat(Format):
                 if "straddl" not in str(exc) or block >= _MAX_BLOCK_BYTES:
                     raise self._error(file, schema, shard, exc) from None
                 block *= 4  # a value longer than a block: read again with bigger blocks, skipping rows done
+            except MisplacedQuote as exc:
+                raise self._misplaced(file, shard, exc) from None
             except OSError as exc:
                 raise self._error(file, schema, shard, exc) from None
 
@@ -265,7 +276,7 @@ class CsvFormat(Format):
         types = {field.name: _text_type(field.type) for field in schema}
         file.seek(0)
         reader = pcsv.open_csv(
-            open_input_stream(file, self.compression),
+            self._checked_text(file),
             read_options=self._read_options(schema.names, block),
             parse_options=self._parse_options(len(schema)),
             convert_options=self._convert_options(types, target.names),
@@ -278,6 +289,37 @@ class CsvFormat(Format):
                 continue
             part = batch.slice(max(0, skip - start))
             yield self._finish(part, target, shard, file, start + max(0, skip - start), len(schema))
+
+    def _checked_text(self, file: IO[bytes]) -> _QuoteChecked:
+        """The file's (decompressed) text from its start, its quotes checked as pyarrow reads it."""
+        file.seek(0)
+        return _QuoteChecked(
+            open_input_stream(file, self.compression), QuoteCheck(delimiter=ord(self.delimiter))
+        )
+
+    def _misplaced(self, file: IO[bytes], shard: str, exc: MisplacedQuote) -> FormatError:
+        """The error for a misplaced quote, naming its line (found by reading the text up to it) and the line
+        where the quoted value it closes was opened, when that is another."""
+        line = self._line_at(file, exc.offset)
+        opened = self._line_at(file, exc.opened) if exc.opened is not None else line
+        where = f"line {line}" if opened == line else f"line {line} (a quoted value opened on line {opened})"
+        return FormatError(f"shard {shard} {where}: {exc.reason}")
+
+    def _line_at(self, file: IO[bytes], offset: int) -> int:
+        """The 1-based line of byte ``offset`` of the file's (decompressed) text."""
+        file.seek(0)
+        stream = open_input_stream(file, self.compression)
+        breaks, left, carriage_return = 0, offset, False
+        while left > 0:
+            data = bytes(stream.read(min(left, _BLOCK_BYTES)))
+            if not data:
+                break
+            if carriage_return and not data.startswith(b"\n"):
+                breaks += 1  # the \r the last read ended in was a line end of its own
+            breaks += count_line_breaks(data, more=True)
+            carriage_return = data.endswith(b"\r")
+            left -= len(data)
+        return breaks + carriage_return + 1  # a quote at ``offset`` follows: that \r ended a line
 
     def _error(self, file: IO[bytes], schema: pa.Schema, shard: str, exc: Exception) -> Exception:
         """The dsm error for a failure while reading (a storage error is returned unchanged)."""
@@ -403,19 +445,17 @@ class CsvFormat(Format):
     def index_shard(self, file: IO[bytes], *, shard: str, schema: pa.Schema | None = None) -> ShardIndex:
         """Blocks of whole records found by one pass over the file: a newline ends a record outside quotes
         (nothing is parsed). The header's column names are kept, in the file's order."""
-        try:
-            first = self._first_record(file)
-        except FormatError as exc:
-            raise FormatError(f"shard {shard}: {exc}") from None
+        first = self._first_record(file, shard)
         quote = ord('"')
         keep_blank = first is not None and len(first) == 1
         builder = LineIndexBuilder()
-        file.seek(0)
-        stream = open_input_stream(file, self.compression)
+        stream = self._checked_text(file)
         pending, line, header = b"", 1, self.header
         while True:
             try:
-                data = bytes(stream.read(_BLOCK_BYTES))
+                data = stream.read(_BLOCK_BYTES)
+            except MisplacedQuote as exc:
+                raise self._misplaced(file, shard, exc) from None
             except (pa.ArrowException, OSError) as exc:
                 if not is_codec_error(exc, self.compression):
                     raise
@@ -423,13 +463,14 @@ class CsvFormat(Format):
                     f"shard {shard}: not readable as {self.compression}-compressed data"
                 ) from None
             buffer = pending + data if pending else data
-            cut = len(buffer) if not data else record_cut(buffer, quote=quote)
-            chunk, pending = buffer[:cut], buffer[cut:]
-            starts, lines = record_starts(chunk, quote=quote, keep_blank=keep_blank)
+            cut, starts, lines, breaks = csv_records(
+                buffer, quote=quote, keep_blank=keep_blank, more=bool(data)
+            )
+            pending = buffer[cut:]
             if header and len(starts):
                 starts, lines, header = starts[1:], lines[1:], False
-            builder.add(len(chunk), starts, lines, line)
-            line += chunk.count(b"\n")
+            builder.add(cut, starts, lines, line)
+            line += breaks
             if not data:
                 break
         columns = first if self.header else None
@@ -509,6 +550,31 @@ class CsvFormat(Format):
 
     def _open_writer(self, file: IO[bytes], schema: pa.Schema) -> FormatWriter:
         return _CsvWriter(file, schema, self)
+
+
+class _QuoteChecked(io.RawIOBase):
+    """A stream's bytes, passed on as read after :class:`QuoteCheck` has seen them: what pyarrow's CSV
+    parser is given, so that no record it reads has a quote RFC 4180 does not allow."""
+
+    def __init__(self, stream: Any, check: QuoteCheck) -> None:
+        self._stream = stream
+        self._check = check
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        data = bytes(self._stream.read() if size is None or size < 0 else self._stream.read(size))
+        if data:
+            self._check.feed(data)
+        elif size != 0:
+            self._check.finish()
+        return data
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
 
 
 class _Readable(io.RawIOBase):
