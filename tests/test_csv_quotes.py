@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from dsm.errors import FormatError, SchemaError
-from dsm.formats._lines import MisplacedQuote, QuoteCheck
+from dsm.formats._quotes import MisplacedQuote, QuoteCheck
 from dsm.formats.csv import CsvFormat
 from tests.independent import comparable, read_rows
 

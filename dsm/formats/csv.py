@@ -42,12 +42,10 @@ from dsm.formats._common import (
 )
 from dsm.formats._lines import (
     LineIndexBuilder,
-    MisplacedQuote,
-    QuoteCheck,
-    count_line_breaks,
     csv_records,
     record_starts,
 )
+from dsm.formats._quotes import CheckedText, MisplacedQuote, QuoteCheck, line_of
 from dsm.formats.base import DEFAULT_BATCH_ROWS, Format, FormatWriter
 from dsm.formats.index import ShardIndex
 
@@ -290,10 +288,10 @@ class CsvFormat(Format):
             part = batch.slice(max(0, skip - start))
             yield self._finish(part, target, shard, file, start + max(0, skip - start), len(schema))
 
-    def _checked_text(self, file: IO[bytes]) -> _QuoteChecked:
+    def _checked_text(self, file: IO[bytes]) -> CheckedText:
         """The file's (decompressed) text from its start, its quotes checked as pyarrow reads it."""
         file.seek(0)
-        return _QuoteChecked(
+        return CheckedText(
             open_input_stream(file, self.compression), QuoteCheck(delimiter=ord(self.delimiter))
         )
 
@@ -306,20 +304,8 @@ class CsvFormat(Format):
         return FormatError(f"shard {shard} {where}: {exc.reason}")
 
     def _line_at(self, file: IO[bytes], offset: int) -> int:
-        """The 1-based line of byte ``offset`` of the file's (decompressed) text."""
         file.seek(0)
-        stream = open_input_stream(file, self.compression)
-        breaks, left, carriage_return = 0, offset, False
-        while left > 0:
-            data = bytes(stream.read(min(left, _BLOCK_BYTES)))
-            if not data:
-                break
-            if carriage_return and not data.startswith(b"\n"):
-                breaks += 1  # the \r the last read ended in was a line end of its own
-            breaks += count_line_breaks(data, more=True)
-            carriage_return = data.endswith(b"\r")
-            left -= len(data)
-        return breaks + carriage_return + 1  # a quote at ``offset`` follows: that \r ended a line
+        return line_of(open_input_stream(file, self.compression), offset)
 
     def _error(self, file: IO[bytes], schema: pa.Schema, shard: str, exc: Exception) -> Exception:
         """The dsm error for a failure while reading (a storage error is returned unchanged)."""
@@ -550,31 +536,6 @@ class CsvFormat(Format):
 
     def _open_writer(self, file: IO[bytes], schema: pa.Schema) -> FormatWriter:
         return _CsvWriter(file, schema, self)
-
-
-class _QuoteChecked(io.RawIOBase):
-    """A stream's bytes, passed on as read after :class:`QuoteCheck` has seen them: what pyarrow's CSV
-    parser is given, so that no record it reads has a quote RFC 4180 does not allow."""
-
-    def __init__(self, stream: Any, check: QuoteCheck) -> None:
-        self._stream = stream
-        self._check = check
-
-    def readable(self) -> bool:
-        return True
-
-    def read(self, size: int = -1) -> bytes:
-        data = bytes(self._stream.read() if size is None or size < 0 else self._stream.read(size))
-        if data:
-            self._check.feed(data)
-        elif size != 0:
-            self._check.finish()
-        return data
-
-    def readinto(self, buffer: Any) -> int:
-        data = self.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
 
 
 class _Readable(io.RawIOBase):
