@@ -32,6 +32,7 @@ from dsm.errors import SchemaError
 
 __all__ = [
     "MAX_TYPE_DEPTH",
+    "declares_non_nullable",
     "list_view_as_list",
     "masked_nulls_filled",
     "parse_type",
@@ -433,6 +434,11 @@ def placeholders_nulled(array: pa.DictionaryArray) -> pa.DictionaryArray:
     return pa.DictionaryArray.from_arrays(indices, array.dictionary, ordered=array.type.ordered)
 
 
+def declares_non_nullable(schema: pa.Schema) -> bool:
+    """Whether a field of ``schema``, at any depth, is declared non-nullable (a map's keys are)."""
+    return any(_has_required(f.type) or not f.nullable for f in schema)
+
+
 def masked_nulls_filled(batch: pa.RecordBatch) -> pa.RecordBatch:
     """``batch`` with the nulls that a null parent hides in fields declared non-nullable replaced by a
     placeholder (zero, empty); every value a reader can see stays as it was.
@@ -443,7 +449,7 @@ def masked_nulls_filled(batch: pa.RecordBatch) -> pa.RecordBatch:
     that no parent hides breaks its declaration: it is a SchemaError naming the field (the writer would
     refuse it only in a leaf, and store a placeholder as data under a null struct).
     """
-    if not any(_has_required(f.type) or not f.nullable for f in batch.schema):
+    if not declares_non_nullable(batch.schema):
         return batch
     given = list(batch.columns)
     columns = [_child(c, f, None, f.name) for c, f in zip(given, batch.schema, strict=True)]

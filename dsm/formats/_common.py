@@ -9,6 +9,7 @@ from typing import IO, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dsm.arrow_types import masked_nulls_filled
 from dsm.errors import FormatError, InputError, SchemaError
 
 __all__ = [
@@ -290,28 +291,32 @@ def _read_as(column: pa.Array, field: pa.Field, shard: str) -> pa.Array:
 def conform_batch(batch: pa.RecordBatch, target: pa.Schema, *, shard: str) -> pa.RecordBatch:
     """``batch`` with exactly the ``target`` schema: columns selected by name and cast safely.
 
-    A stored type that cannot be cast without loss, or a null in a non-nullable field, is a SchemaError
-    naming the shard and the field.
+    A stored type that cannot be cast without loss, or a null that no parent hides in a field the
+    schema declares non-nullable (at any depth: an Arrow IPC file can hold one), is a SchemaError naming
+    the shard and the field. Slots a null parent hides come out filled
+    (:func:`dsm.arrow_types.masked_nulls_filled`).
     """
-    if batch.schema.equals(target, check_metadata=True):
-        return batch
-    missing = [f.name for f in target if batch.schema.get_field_index(f.name) < 0]
-    if missing:
-        raise SchemaError(
-            f'shard {shard}: no field "{missing[0]}" in the data (it has: {", ".join(batch.schema.names)})'
-        )
-    arrays = []
-    for field in target:
-        column = batch.column(field.name)
-        if not column.type.equals(field.type):
-            column = _read_as(column, field, shard)
-        if not field.nullable and column.null_count:
-            raise SchemaError(
-                f'shard {shard} field "{field.name}": {column.null_count} null value(s) in a field the '
-                "schema declares not nullable"
-            )
-        arrays.append(column)
-    return pa.RecordBatch.from_arrays(arrays, schema=target)
+    if not batch.schema.equals(target, check_metadata=True):
+        missing = [f.name for f in target if batch.schema.get_field_index(f.name) < 0]
+        if missing:
+            has = ", ".join(batch.schema.names)
+            raise SchemaError(f'shard {shard}: no field "{missing[0]}" in the data (it has: {has})')
+        arrays = []
+        for field in target:
+            column = batch.column(field.name)
+            if not column.type.equals(field.type):
+                column = _read_as(column, field, shard)
+            if not field.nullable and column.null_count:
+                raise SchemaError(
+                    f'shard {shard} field "{field.name}": {column.null_count} null value(s) in a field the '
+                    "schema declares not nullable"
+                )
+            arrays.append(column)
+        batch = pa.RecordBatch.from_arrays(arrays, schema=target)
+    try:
+        return masked_nulls_filled(batch)
+    except SchemaError as exc:
+        raise SchemaError(f"shard {shard} {exc}") from None
 
 
 def encode_dictionary(values: pa.Array, target: pa.DataType) -> pa.DictionaryArray:

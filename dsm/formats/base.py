@@ -9,6 +9,7 @@ from typing import IO, Any, ClassVar
 
 import pyarrow as pa
 
+from dsm.arrow_types import declares_non_nullable, masked_nulls_filled
 from dsm.errors import InputError, SchemaError
 from dsm.formats._common import PositionTrackingSink, check_batch_schema
 from dsm.formats._decoding import guard
@@ -192,7 +193,7 @@ class Format(ABC):
         storage = self.storage(schema)
         storage.check()
         writer = self._open_writer(file, storage.schema)
-        if not storage.converts:
+        if not storage.converts and not declares_non_nullable(schema):
             return writer
         return _StoringWriter(writer, storage)
 
@@ -366,7 +367,9 @@ def slice_rows(
 
 
 class _StoringWriter(FormatWriter):
-    """Converts batches of the source schema into the stored schema before the format's writer sees them."""
+    """Hands the format's writer what it can store: every format's writer alike refuses a null that no
+    parent hides in a field declared non-nullable and fills the slots a null parent hides
+    (:func:`dsm.arrow_types.masked_nulls_filled`), then batches are converted into the stored schema."""
 
     def __init__(self, writer: FormatWriter, storage: Storage) -> None:
         self._writer = writer
@@ -374,7 +377,10 @@ class _StoringWriter(FormatWriter):
 
     def write_batch(self, batch: pa.RecordBatch) -> None:
         check_batch_schema(batch, self._storage.source, what=f"{self._storage.format} writer")
-        self._writer.write_batch(convert_batch(batch, self._storage.schema))
+        batch = masked_nulls_filled(batch)
+        self._writer.write_batch(
+            convert_batch(batch, self._storage.schema) if self._storage.converts else batch
+        )
 
     def close(self) -> None:
         self._writer.close()

@@ -14,7 +14,6 @@ from typing import IO, Any, ClassVar
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dsm.arrow_types import masked_nulls_filled
 from dsm.errors import FormatError, InputError, SchemaError
 from dsm.formats._common import (
     PositionTrackingSink,
@@ -338,7 +337,6 @@ class _ParquetWriter(FormatWriter):
         check_batch_schema(batch, self._schema, what="parquet writer")
         if batch.num_rows == 0:
             return
-        batch = masked_nulls_filled(batch)  # pyarrow refuses nulls a null struct hides in a required field
         self._pending.append(batch)
         self._pending_rows += batch.num_rows
         self._pending_bytes += batch.nbytes
