@@ -99,6 +99,7 @@ test: lint typecheck unit
 bench: install
 	$(BIN)/python benchmarks/verify.py
 	$(BIN)/python benchmarks/read.py
+	$(BIN)/python benchmarks/csv_read.py
 	$(BIN)/python benchmarks/startup.py
 	$(BIN)/python benchmarks/bench_overhead.py
 	$(BIN)/python benchmarks/rewrite.py --sizes 0.5,1.0
