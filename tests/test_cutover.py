@@ -251,6 +251,31 @@ def test_delete_old_removes_only_the_listed_files_and_never_while_an_alias_point
     assert dsm.show("web@1", registry=registry).status == "retired"
 
 
+def test_delete_old_keeps_a_listed_file_whose_bytes_changed_though_its_size_did_not(
+    tmp_path: Path, web: tuple[str, Path]
+) -> None:
+    """Someone wrote other bytes of the same size over one of web@1's files after the copy: that file is
+    no longer what the contract lists, and --delete-old keeps it (before, only the size was compared)."""
+    registry, data = web
+    dsm.alias("web", "stable", 1, registry=registry)  # holds the complete stage until the alias moves
+    report = start_cutover(
+        "web@prod", to=str(tmp_path / "out"), run=True, delete_old=True, registry=registry, **FAST
+    )
+    assert report.state.stage("complete").status == "failed"
+    changed = sorted(data.glob("*.parquet"))[1]
+    size = changed.stat().st_size
+    flip_byte(changed)
+    assert changed.stat().st_size == size
+    dsm.alias("web", "stable", 2, registry=registry)
+    done = resume_cutover(report.id, registry=registry)
+    assert done.ok and done.state.phase == "completed"
+    deleted = done.state.stage("complete").evidence["deleted"]
+    assert (deleted["files_removed"], deleted["files_kept_count"]) == (3, 1)
+    assert deleted["files_kept"][0]["path"] == changed.name
+    assert deleted["files_kept"][0]["reason"].startswith("checksum "), deleted["files_kept"]
+    assert sorted(data.glob("*.parquet")) == [changed]
+
+
 def test_switch_stops_when_someone_moved_the_alias(tmp_path: Path, web: tuple[str, Path]) -> None:
     registry, data = web
     report = start_cutover("web@prod", to=str(tmp_path / "out"), through="shadow", registry=registry, **FAST)

@@ -93,6 +93,45 @@ def test_every_stage_then_delete_old_keeps_what_another_dataset_lists(
     assert dsm.show("web@1", registry=registry_url).status == "retired"
 
 
+def test_delete_old_keeps_a_file_overwritten_with_other_bytes_of_the_same_size_where_it_can_tell(
+    storage: StorageRoot, small: pa.Table, registry_url: str
+) -> None:
+    """After the switch, other bytes of the same size are written over one of web@1's files with the
+    store's own API. That file is kept where dsm can tell it is no longer the one listed: by its bytes on
+    local disk, by the store's full-object checksum where the contract recorded one. Elsewhere the size is
+    all that is compared, and the stage says how many files it deleted so."""
+    _source(storage, small, registry_url)
+    opts = storage.options
+    dest = storage.url.rstrip("/") + "-v2"
+    report = start_cutover(
+        "web@prod",
+        to=dest,
+        through="switch",
+        delete_old=True,
+        registry=registry_url,
+        storage_options=opts,
+        **FAST,
+    )
+    assert report.ok and report.state.stage("switch").status == "done", report.failed
+    rel = f"v1/{SHARDS[1]}"
+    original = raw_read(storage, rel)
+    raw_put(storage, rel, original[:100] + bytes([original[100] ^ 0xFF]) + original[101:])
+    listed = {s.path: s for s in dsm.show("web@1", registry=registry_url).shards}[SHARDS[1]]
+    done = run_cutover(report.id, registry=registry_url, storage_options=opts)
+    assert done.ok and done.state.phase == "completed", done.failed
+    deleted = done.state.stage("complete").evidence["deleted"]
+    tells = storage.kind == "local" or listed.server_checksum is not None
+    if tells:
+        assert (deleted["files_removed"], deleted["files_kept_count"]) == (2, 1), deleted
+        assert deleted["files_kept"][0]["path"] == SHARDS[1]
+        assert raw_read(storage, rel) != original  # the other bytes are still there
+    else:
+        assert (deleted["files_removed"], deleted["files_compared_by_size_only"]) == (3, 3), deleted
+        assert any("by size alone" in note for note in done.notes), done.notes
+    if storage.kind == "local":
+        assert deleted["files_compared_by_size_only"] == 0
+
+
 def test_a_corrupt_target_fails_verify_and_rollback_discards_only_the_copy(
     storage: StorageRoot, small: pa.Table, registry_url: str
 ) -> None:

@@ -23,9 +23,10 @@ from dsm.commands.cutover.plan import compute_plan
 from dsm.commands.cutover.spec import CutoverSpec
 from dsm.commands.cutover.speed import PLAN_SAMPLE_NAME
 from dsm.commands.cutover.state import CutoverState
-from dsm.contract import Contract
+from dsm.contract import Contract, Shard
 from dsm.engine import Executor, Progress
 from dsm.errors import InputError, StageCheckFailed
+from dsm.hashing.checksum import algorithm_of, file_checksum, short_checksum
 from dsm.registry import Registry
 from dsm.rewrite.journal import JOURNAL_DIR, JOURNAL_FILE, DestinationClaim, Journal, remove_temporaries
 from dsm.storage import Location, canonical_location, is_temporary, location, redact
@@ -373,39 +374,78 @@ def stage_switch(ctx: StageContext) -> dict[str, Any]:
 
 
 def guarded_deletion(
-    registry: Registry, loc: Location, paths: Iterable[str], *, owner: Contract | None, storage_options: Any
-) -> tuple[list[tuple[str, int]], list[dict[str, Any]]]:
+    registry: Registry,
+    loc: Location,
+    paths: Iterable[str],
+    *,
+    owner: Contract | None,
+    storage_options: Any,
+    content: bool = True,
+) -> tuple[list[tuple[str, int]], list[dict[str, Any]], list[str]]:
     """Which of ``paths`` (under ``loc``) may be deleted: ``(deletable [(path, bytes)], kept [{path,
-    reason}])``. A file is kept when any version of any dataset other than ``owner`` lists it (canonical
-    locations compared: a dataset registered from a parent folder or through a symlink lists the same
-    file), or when its size is no longer the one ``owner`` recorded (it is not the file dsm listed);
-    files already gone are neither."""
+    reason}], the deletable ones compared by size alone)``. A file is kept when any version of any dataset
+    other than ``owner`` lists it (canonical locations compared: a dataset registered from a parent folder
+    or through a symlink lists the same file), or when it is no longer the file ``owner`` lists
+    (:func:`_changed`; without ``content``, its size alone: a rollback discards the copy it wrote even
+    where a byte of it was damaged); files already gone are neither."""
     catalog = registry.catalog(storage_options)
     exclude = {(owner.name, owner.version or 0)} if owner is not None else set()
     listed = catalog.listed_files(exclude=exclude)
-    recorded = {s.path: s.bytes for s in owner.shards} if owner is not None else {}
+    recorded = {s.path: s for s in owner.shards} if owner is not None else {}
     present = {f.path: f.size for f in loc.list_files()} if loc.exists() else {}
     deletable: list[tuple[str, int]] = []
     kept: list[dict[str, Any]] = []
+    by_size: list[str] = []
     for path in sorted(set(paths)):
         if path not in present:
             continue
         others = listed.get(canonical_location(loc, path))
         if others:
             kept.append({"path": path, "reason": f"listed by {', '.join(sorted(set(others))[:5])}"})
-        elif path in recorded and present[path] != recorded[path]:
-            kept.append(
-                {"path": path, "reason": f"size {present[path]}, not the {recorded[path]} bytes listed"}
+            continue
+        shard = recorded.get(path)
+        changed, compared = _changed(loc, path, present[path], shard, content) if shard else (None, "")
+        if changed is not None:
+            kept.append({"path": path, "reason": changed})
+            continue
+        deletable.append((path, present[path]))
+        if compared == "size":
+            by_size.append(path)
+    return deletable, kept, by_size
+
+
+def _changed(loc: Location, path: str, size: int, shard: Shard, content: bool) -> tuple[str | None, str]:
+    """Why the file at ``path`` is not the one ``shard`` lists (None when it is), and what was compared:
+    its size, then the store's full-object checksum where the contract recorded one (no read), else the
+    checksum of its bytes on local disk (read once). On an object store without a recorded store checksum
+    the size is all that is compared: reading a copy only to delete it would cost its whole egress."""
+    if size != shard.bytes:
+        return f"size {size}, not the {shard.bytes} bytes listed", "size"
+    if not content:
+        return None, "size"
+    if shard.server_checksum is not None and not loc.is_local:
+        found = loc.server_checksum(path)
+        if found is not None and algorithm_of(shard.server_checksum) == found.algorithm:
+            if found.value != shard.server_checksum:
+                return f"the store's checksum {found.value}, not the {shard.server_checksum} listed", "store"
+            return None, "store"
+    if loc.is_local and shard.checksum is not None:
+        with loc.open(path) as handle:
+            actual = file_checksum(handle, algorithm_of(shard.checksum))
+        if actual != shard.checksum:
+            return (
+                f"checksum {short_checksum(actual)}, not the {short_checksum(shard.checksum)} listed",
+                "bytes",
             )
-        else:
-            deletable.append((path, present[path]))
-    return deletable, kept
+        return None, "bytes"
+    return None, "size"
 
 
 def delete_old_data(ctx: StageContext, old: Contract) -> dict[str, Any]:
     """Delete the files ``old``'s contract lists (never the folder, never other files) once no alias
     points at it; mark it retired first so no alias can move to it. A file another version of any dataset
-    lists, compared by canonical location, is kept (and said so), as is one whose size changed."""
+    lists, compared by canonical location, is kept (and said so), as is one that changed (size, store
+    checksum or bytes: :func:`guarded_deletion`)."""
     reg, name = ctx.registry, ctx.name
     status = reg.statuses(name).get(old.version or 0)
     ours = status is not None and status.status == "retired" and status.by == ctx.journal.id
@@ -438,7 +478,7 @@ def delete_old_data(ctx: StageContext, old: Contract) -> dict[str, Any]:
                 f"alias {pointing[0]} was moved to {old.ref} meanwhile: its data was not deleted"
             )
     loc = location(old.location, ctx.storage_options)
-    deletable, kept = guarded_deletion(
+    deletable, kept, by_size = guarded_deletion(
         reg, loc, [s.path for s in old.shards], owner=old, storage_options=ctx.storage_options
     )
     removed_bytes = 0
@@ -451,6 +491,11 @@ def delete_old_data(ctx: StageContext, old: Contract) -> dict[str, Any]:
             f"{len(kept)} file(s) of {old.ref} were kept: another version lists them, or they changed "
             f"(first: {kept[0]['path']}, {kept[0]['reason']})"
         )
+    if by_size:
+        ctx.notes.append(
+            f"{len(by_size)} deleted file(s) of {old.ref} were compared with the contract by size alone: the "
+            "store keeps no checksum the contract recorded (first: " + by_size[0] + ")"
+        )
     return {
         "location": old.location,
         "files_removed": len(deletable),
@@ -458,6 +503,7 @@ def delete_old_data(ctx: StageContext, old: Contract) -> dict[str, Any]:
         "files_already_gone": gone,
         "files_kept": kept[:100],
         "files_kept_count": len(kept),
+        "files_compared_by_size_only": len(by_size),
         "folder_kept": True,
     }
 
@@ -540,7 +586,9 @@ def discard_target(ctx: StageContext, target_version: int | None) -> dict[str, A
         if header is not None:
             files |= {str(p) for p in header.get("outputs") or []}
         owner = reg.get(name, target_version) if target_version is not None else None
-        deletable, kept = guarded_deletion(reg, dest, files, owner=owner, storage_options=ctx.storage_options)
+        deletable, kept, _ = guarded_deletion(
+            reg, dest, files, owner=owner, storage_options=ctx.storage_options, content=False
+        )
         removed_bytes = 0
         for path, size in deletable:
             dest.remove(path)
