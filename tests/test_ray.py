@@ -178,6 +178,74 @@ def test_every_job_gives_the_same_files_and_contracts_on_both_engines(
     assert state.stage("verify").evidence["engine"]["engine"] == "ray"
 
 
+def test_a_compressed_source_with_retyped_fields_gives_the_same_files_on_both_engines(
+    ray_cluster: RayCluster, tmp_path: Path
+) -> None:
+    """gzip JSONL in; Parquet (zstd) and CSV (zstd) out, with fields each stores as another type
+    (``timestamp[s]`` in Parquet, the dictionary as its values in JSONL and CSV); and a reshard
+    that keeps the source's compression. Every file is the same bytes on both engines."""
+    import datetime
+
+    from dsm.contract import Schema
+
+    from .trust_support import write_shards
+
+    rows = 2_000
+    start = datetime.datetime(2024, 1, 1, tzinfo=datetime.UTC)
+    table = pa.table(
+        {
+            "id": pa.array(range(rows), pa.int64()),
+            "at": pa.array(
+                [start + datetime.timedelta(seconds=7 * i) for i in range(rows)], pa.timestamp("s", "UTC")
+            ),
+            "day": pa.array(
+                [start.date() + datetime.timedelta(days=i % 400) for i in range(rows)], pa.date32()
+            ),
+            "lang": pa.array(["en", "fr", "de"] * (rows // 3) + ["en"] * (rows % 3)).dictionary_encode(),
+            "small": pa.array([i % 100 - 50 for i in range(rows)], pa.int8()),
+            "text": pa.array([f'row {i}, "quoted" é' if i % 9 else None for i in range(rows)]),
+        }
+    )
+    source = tmp_path / "src"
+    paths = write_shards(source, table, "jsonl", 3, compression="gzip")
+    assert all(p.name.endswith(".jsonl.gz") for p in paths)
+    out: dict[str, dict[str, Any]] = {}
+    for engine in ENGINES:
+        registry = str(tmp_path / f"registry-{engine}")
+        kw: dict[str, Any] = {"registry": registry, "engine": engine}
+        register(str(source), name="ev", schema=Schema.from_arrow(table.schema), **kw)
+        here = tmp_path / engine
+        out[engine] = {
+            "parquet": convert_format(
+                "ev@1", str(here / "parquet"), format="parquet", format_options={"compression": "zstd"}, **kw
+            ),
+            "csv": convert_format(
+                "ev@1", str(here / "csv"), format="csv", format_options={"compression": "zstd"}, **kw
+            ),
+            "reshard": reshard("ev@1", str(here / "reshard"), num_shards=2, **kw),
+        }
+    root = StorageRoot(kind="local", url=str(tmp_path))
+    for job in ("parquet", "csv", "reshard"):
+        mine, theirs = out["local"][job], out["ray"][job]
+        assert comparable(mine.contract, f"{tmp_path}/local") == comparable(
+            theirs.contract, f"{tmp_path}/ray"
+        )
+        local_files, ray_files = (
+            data_files(files_at(root, f"local/{job}")),
+            data_files(files_at(root, f"ray/{job}")),
+        )
+        assert local_files == ray_files and local_files, job
+        assert theirs.engine is not None and theirs.engine.engine == "ray"
+    stored = out["ray"]["parquet"].contract.schema.to_arrow()
+    assert stored.field("at").type == pa.timestamp("ms", "UTC")
+    assert all(name.endswith(".csv.zst") for name in data_files(files_at(root, "ray/csv")))
+    assert all(name.endswith(".jsonl.gz") for name in data_files(files_at(root, "ray/reshard")))
+    for engine in ENGINES:
+        for job in ("parquet", "csv", "reshard"):
+            ref = out[engine][job].contract.ref
+            assert verify(ref, deep=True, registry=str(tmp_path / f"registry-{engine}")).ok, (engine, job)
+
+
 # --- the executor ---------------------------------------------------------------------------------------
 
 
