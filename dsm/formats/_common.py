@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import binascii
-from collections.abc import Iterator, Sequence
-from typing import IO, Any
+import os
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import IO, Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from dsm.arrow_types import masked_nulls_filled
 from dsm.errors import FormatError, InputError, SchemaError
+
+T = TypeVar("T")
 
 __all__ = [
     "STREAM_CODECS",
@@ -25,6 +29,7 @@ __all__ = [
     "check_text_timestamps",
     "check_utf8",
     "check_valid",
+    "checked_ahead",
     "conform_batch",
     "describe_exception",
     "encode_dictionary",
@@ -246,8 +251,9 @@ def _has_text(type_: pa.DataType) -> bool:
     return any(_has_text(type_.field(i).type) for i in range(type_.num_fields))
 
 
-def check_utf8(batch: pa.RecordBatch, where: str) -> None:
-    """Refuse string values that are not valid UTF-8 (readers of stored Arrow data do not check them).
+def check_utf8(batch: pa.RecordBatch, where: str) -> pa.RecordBatch:
+    """``batch``, once its string values are known to be valid UTF-8 (readers of stored Arrow data do not
+    check them).
 
     ``where`` names the shard (and row group) in the FormatError, which also names the field.
     """
@@ -258,6 +264,46 @@ def check_utf8(batch: pa.RecordBatch, where: str) -> None:
             column.validate(full=True)
         except pa.ArrowException as exc:
             raise FormatError(f'{where} field "{field.name}": {describe_exception(exc)}') from None
+    return batch
+
+
+def checked_ahead(items: Iterator[T], check: Callable[[T], pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``check(item)`` of each of ``items``, in order, each run on a helper thread while the next item is
+    produced: a decoder's next batch and the check of the one before overlap (both release the GIL).
+
+    Nothing is yielded before its check passed. An item's failure is raised where a reader would have met
+    it: after every item before it was yielded (a failure to produce the next item waits for the check of
+    the one before, and for its yield). In a forked child, where the parent's helper thread does not run,
+    checks run in the caller's thread.
+    """
+    pid = os.getpid()
+    pending: tuple[T, Future[pa.RecordBatch]] | None = None
+
+    def result(entry: tuple[T, Future[pa.RecordBatch]]) -> pa.RecordBatch:
+        return entry[1].result() if os.getpid() == pid else check(entry[0])
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="dsm-check") as pool:
+        while True:
+            try:
+                item = next(items)
+            except StopIteration:
+                break
+            except BaseException:
+                if pending is not None:
+                    yield result(pending)
+                raise
+            if os.getpid() != pid:
+                if pending is not None:
+                    yield result(pending)
+                    pending = None
+                yield check(item)
+                continue
+            future = pool.submit(check, item)
+            if pending is not None:
+                yield result(pending)
+            pending = (item, future)
+        if pending is not None:
+            yield result(pending)
 
 
 def check_valid(batch: pa.RecordBatch, where: str) -> None:

@@ -19,6 +19,7 @@ from dsm.formats._common import (
     PositionTrackingSink,
     check_batch_schema,
     check_utf8,
+    checked_ahead,
     conform_batch,
     describe_exception,
     project_schema,
@@ -251,6 +252,21 @@ class ParquetFormat(Format):
             raise SchemaError(
                 f"shard {shard}: field {names} is not in the file (it has: {', '.join(stored.names)})"
             )
+        return checked_ahead(
+            self._decoded(parquet_file, shard, target, batch_rows, row_groups),
+            lambda item: conform_batch(check_utf8(item[0], item[1]), target, shard=shard),
+        )
+
+    def _decoded(
+        self,
+        parquet_file: pq.ParquetFile,
+        shard: str,
+        target: pa.Schema,
+        batch_rows: int,
+        row_groups: list[int] | None,
+    ) -> Iterator[tuple[pa.RecordBatch, str]]:
+        """The batches as pyarrow decodes them, each with where it is from (not yet checked); the rows of
+        each row group and of the file counted against what the footer declares."""
         metadata = parquet_file.metadata
         whole = row_groups is None
         if row_groups is None:
@@ -272,9 +288,8 @@ class ParquetFormat(Format):
                     raise FormatError(
                         f"shard {shard} row group {group}: not readable ({describe_exception(exc)})"
                     ) from None
-                check_utf8(batch, f"shard {shard} row group {group}")
                 rows += batch.num_rows
-                yield conform_batch(batch, target, shard=shard)
+                yield batch, f"shard {shard} row group {group}"
             declared = int(metadata.row_group(group).num_rows)
             if rows != declared and target.names:
                 raise FormatError(
