@@ -38,13 +38,15 @@ class FlakyProxy:
 @pytest.fixture
 def flaky_proxy(request: pytest.FixtureRequest) -> Iterator[Any]:
     """A factory: ``flaky(target_url, every, limit, body)`` -> a proxy that fails every ``every``-th
-    request with 503 (at most ``limit`` times) and forwards the rest to ``target_url``."""
+    request with 503 (at most ``limit`` times, never the same request twice in a row) and forwards the rest
+    to ``target_url``."""
     servers: list[http.server.ThreadingHTTPServer] = []
 
     def start(target: str, every: int, limit: int, body: bytes) -> FlakyProxy:
         parts = urlsplit(target)
         lock = threading.Lock()
         seen = [0]
+        just_failed: set[tuple[str, str, str | None]] = set()
         proxy = FlakyProxy(url="")
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -56,11 +58,17 @@ def flaky_proxy(request: pytest.FixtureRequest) -> Iterator[Any]:
             def _handle(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 payload = self.rfile.read(length) if length else None
+                # The same request (method, key, range) never fails twice in a row: requests of parallel
+                # threads may interleave, and three 503s for one request would exhaust its attempts.
+                call = (self.command, self.path, self.headers.get("Range"))
                 with lock:
                     seen[0] += 1
-                    fail = seen[0] % every == 0 and proxy.failed < limit
+                    fail = seen[0] % every == 0 and proxy.failed < limit and call not in just_failed
                     if fail:
                         proxy.failed += 1
+                        just_failed.add(call)
+                    else:
+                        just_failed.discard(call)
                 if fail:
                     self.send_response(503)
                     self.send_header("Content-Type", "application/xml")
