@@ -229,8 +229,7 @@ class ParquetFormat(Format):
         bad = [i for i in fragments if not 0 <= i < count]
         if bad:
             raise InputError(f"shard {shard}: no row group {bad[0]} (the file has {count})")
-        for index in fragments:
-            yield from self._iter(parquet_file, shard, schema, columns, batch_rows, [index])
+        yield from self._iter(parquet_file, shard, schema, columns, batch_rows, list(fragments))
 
     def _iter(
         self,
