@@ -273,3 +273,21 @@ def test_pandas_reads_what_dsm_writes_with_quotes() -> None:
         writer.write_batch(table.to_batches()[0])
     frame = pd.read_csv(io.BytesIO(sink.getvalue()), keep_default_na=False)
     assert frame["text"].tolist() == table.column("text").to_pylist()
+
+
+@pytest.mark.parametrize("shift", [-2, -1, 0, 1, 2])
+def test_a_quoted_crlf_and_a_long_value_where_a_read_block_ends_come_back_whole(shift: int) -> None:
+    """pyarrow's streaming reader drops the ``\\n`` of a quoted ``\\r\\n`` split by one of its block
+    boundaries, and has read a value longer than a block short. dsm hands it only whole records: the
+    value holding ``\\r\\n`` sits across the first 4 MiB read, for each of five shifts, and another value is
+    longer than a read."""
+    block = 4 * 1024 * 1024
+    head = b'id,text\n0,"' + b"a" * (block - len(b'id,text\n0,"') - 1 + shift)
+    data = head + b'\r\nb"\n1,"' + b"z" * (block + 12_345) + b'"\n2,"c"\n'
+    assert data.index(b"\r\n") in range(block - 3, block + 2)
+    assert comparable(_read(data)) == comparable(
+        _rows(["a" * (len(head) - len(b'id,text\n0,"')) + "\r\nb", "z" * (block + 12_345), "c"])
+    )
+    assert comparable(_read_by_position(data, 1, 3)) == comparable(
+        _rows(["", "z" * (block + 12_345), "c"]).slice(1)
+    )

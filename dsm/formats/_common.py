@@ -15,6 +15,7 @@ from dsm.arrow_types import masked_nulls_filled
 from dsm.errors import FormatError, InputError, SchemaError
 
 T = TypeVar("T")
+U = TypeVar("U")
 
 __all__ = [
     "STREAM_CODECS",
@@ -267,7 +268,7 @@ def check_utf8(batch: pa.RecordBatch, where: str) -> pa.RecordBatch:
     return batch
 
 
-def checked_ahead(items: Iterator[T], check: Callable[[T], pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def checked_ahead(items: Iterator[T], check: Callable[[T], U]) -> Iterator[U]:
     """``check(item)`` of each of ``items``, in order, each run on a helper thread while the next item is
     produced: a decoder's next batch and the check of the one before overlap (both release the GIL).
 
@@ -277,9 +278,9 @@ def checked_ahead(items: Iterator[T], check: Callable[[T], pa.RecordBatch]) -> I
     checks run in the caller's thread.
     """
     pid = os.getpid()
-    pending: tuple[T, Future[pa.RecordBatch]] | None = None
+    pending: tuple[T, Future[U]] | None = None
 
-    def result(entry: tuple[T, Future[pa.RecordBatch]]) -> pa.RecordBatch:
+    def result(entry: tuple[T, Future[U]]) -> U:
         return entry[1].result() if os.getpid() == pid else check(entry[0])
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="dsm-check") as pool:

@@ -25,6 +25,7 @@ __all__ = [
     "line_breaks",
     "record_starts",
     "row_starts",
+    "whole_records",
 ]
 
 _BLANK = np.zeros(256, dtype=bool)
@@ -144,6 +145,41 @@ def record_starts(
     """
     _, starts, lines, _ = csv_records(chunk, quote=quote, keep_blank=keep_blank)
     return starts, lines
+
+
+def _breaks_from_end(chunk: bytes, stop: int) -> int:
+    """The offset just past the last line end of CSV text ``chunk`` before ``stop`` (``\\n``, or a ``\\r``
+    with a byte after it that is not ``\\n``), or 0 where there is none."""
+    while stop > 0:
+        newline, carriage = chunk.rfind(b"\n", 0, stop), chunk.rfind(b"\r", 0, stop)
+        if newline < 0 and carriage < 0:
+            return 0
+        if newline > carriage:
+            return newline + 1
+        if carriage + 1 < len(chunk) and chunk[carriage + 1] != 10:
+            return carriage + 1  # a lone \r, which ends a line
+        stop = carriage  # the \r ends the text (what follows is unknown) or comes before a \n seen already
+    return 0
+
+
+def whole_records(chunk: bytes, *, quote: int = 34) -> int:
+    """The length of the longest prefix of ``chunk`` that is whole CSV records, when more text follows it
+    (0 when no record ends in it): the last line end with an even number of quotes before it. Found from
+    the end with ``bytes.rfind`` and ``bytes.count``, without a pass over every byte in numpy.
+
+    >>> whole_records(b'a,b\\n"x\\ny",1\\n"z')
+    12
+    >>> whole_records(b'a\\r"b\\nc')
+    2
+    """
+    mark = bytes([quote])
+    total = chunk.count(mark)
+    end = _breaks_from_end(chunk, len(chunk))
+    while end:
+        if (total - chunk.count(mark, end)) % 2 == 0:
+            return end
+        end = _breaks_from_end(chunk, end - 1)
+    return 0
 
 
 def count_line_breaks(chunk: bytes | bytearray, *, more: bool = False) -> int:

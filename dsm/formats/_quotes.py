@@ -1,4 +1,5 @@
-"""The quotes of CSV text, checked against RFC 4180 (private to the CSV format).
+"""The text of CSV files (private to the CSV format): its quotes checked against RFC 4180, and the lines
+and bytes that error messages name.
 
 A quote opens a value (at its start), closes it (before a delimiter, a line end or the end of the text) or
 is doubled inside it. Then every quote toggles "inside quotes", which is what the record scan of
@@ -8,6 +9,7 @@ records. A quote anywhere else, which each of them reads its own lenient way, is
 
 from __future__ import annotations
 
+import codecs
 import io
 from typing import Any
 
@@ -15,7 +17,7 @@ import numpy as np
 
 from dsm.formats._lines import count_line_breaks
 
-__all__ = ["CheckedText", "MisplacedQuote", "QuoteCheck", "line_of"]
+__all__ = ["CheckedText", "MisplacedQuote", "QuoteCheck", "TextBytes", "first_invalid_utf8", "line_of"]
 
 _BOM = b"\xef\xbb\xbf"
 _BLOCK_BYTES = 4 * 1024 * 1024
@@ -170,3 +172,34 @@ def line_of(stream: Any, offset: int) -> int:
         carriage_return = data.endswith(b"\r")
         left -= len(data)
     return breaks + carriage_return + 1  # a quote at ``offset`` follows: that \r ended a line
+
+
+def first_invalid_utf8(stream: Any) -> int | None:
+    """The offset of the first byte of the text ``stream`` reads from its start that is not UTF-8."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    done = 0
+    while True:
+        data = bytes(stream.read(_BLOCK_BYTES))
+        held = len(decoder.getstate()[0])  # the end of a character the last read cut, decoded with these
+        try:
+            decoder.decode(data, final=not data)
+        except UnicodeDecodeError as exc:
+            return done - held + exc.start
+        if not data:
+            return None
+        done += len(data)
+
+
+class TextBytes(io.RawIOBase):
+    """A RawIOBase over any object with ``read(n)`` (Arrow streams), for ``io.TextIOWrapper``."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self._stream.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)

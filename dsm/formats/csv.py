@@ -29,6 +29,7 @@ from dsm.formats._common import (
     check_batch_schema,
     check_stream_codec,
     check_text_timestamps,
+    checked_ahead,
     describe_exception,
     encode_dictionary,
     is_binary_like,
@@ -44,8 +45,16 @@ from dsm.formats._lines import (
     LineIndexBuilder,
     csv_records,
     record_starts,
+    whole_records,
 )
-from dsm.formats._quotes import CheckedText, MisplacedQuote, QuoteCheck, line_of
+from dsm.formats._quotes import (
+    CheckedText,
+    MisplacedQuote,
+    QuoteCheck,
+    TextBytes,
+    first_invalid_utf8,
+    line_of,
+)
 from dsm.formats.base import DEFAULT_BATCH_ROWS, Format, FormatWriter
 from dsm.formats.index import ShardIndex
 
@@ -53,9 +62,10 @@ __all__ = ["CsvFormat"]
 
 _BLOCK_BYTES = 4 * 1024 * 1024
 _INFER_BYTES = 1024 * 1024
-_MAX_BLOCK_BYTES = 1024 * 1024 * 1024
+_MAX_RECORD_BYTES = 1024 * 1024 * 1024
 _COLUMN_COUNT = re.compile(r"Expected (\d+) columns, got (\d+)")
 _CONVERSION = re.compile(r"In CSV column #(\d+): .*conversion error to ([^:]+): invalid value '(.*)'", re.S)
+_INVALID_UTF8 = re.compile(r"In CSV column #(\d+): .*invalid UTF8 data")
 
 
 def _allow_large_fields() -> None:
@@ -146,7 +156,7 @@ class CsvFormat(Format):
 
     # ------------------------------------------------------------------------------------------ reading
 
-    def _read_options(self, names: Sequence[str] | None, block: int = _BLOCK_BYTES) -> pcsv.ReadOptions:
+    def _read_options(self, names: Sequence[str] | None, block: int) -> pcsv.ReadOptions:
         return pcsv.ReadOptions(
             use_threads=True, block_size=block, column_names=None if self.header else list(names or [])
         )
@@ -250,43 +260,65 @@ class CsvFormat(Format):
         target = project_schema(schema, columns, shard=shard)
         if not self._check_header(file, schema, shard):
             return
-        block = _BLOCK_BYTES
-        done = 0
-        while True:
-            try:
-                for batch in self._read_blocks(file, schema, target, shard, block, done):
-                    done += batch.num_rows
-                    yield from slice_batches(batch, batch_rows)
-                return
-            except pa.ArrowException as exc:
-                if "straddl" not in str(exc) or block >= _MAX_BLOCK_BYTES:
-                    raise self._error(file, schema, shard, exc) from None
-                block *= 4  # a value longer than a block: read again with bigger blocks, skipping rows done
-            except MisplacedQuote as exc:
-                raise self._misplaced(file, shard, exc) from None
-            except OSError as exc:
-                raise self._error(file, schema, shard, exc) from None
+        try:
+            for batch in self._read_records(file, schema, target, shard):
+                yield from slice_batches(batch, batch_rows)
+        except MisplacedQuote as exc:
+            raise self._misplaced(file, shard, exc) from None
+        except (pa.ArrowException, OSError) as exc:
+            raise self._error(file, schema, shard, exc) from None
 
-    def _read_blocks(
-        self, file: IO[bytes], schema: pa.Schema, target: pa.Schema, shard: str, block: int, skip: int
+    def _read_records(
+        self, file: IO[bytes], schema: pa.Schema, target: pa.Schema, shard: str
     ) -> Iterator[pa.RecordBatch]:
-        """Converted batches from the start of the file, without its first ``skip`` rows."""
+        """Converted batches of the file's rows, parsed a chunk of whole records at a time.
+
+        pyarrow's parser is handed one block holding whole records, never a record a block boundary cuts:
+        its streaming reader has read a value longer than a block short (a 20 MiB value as its first
+        16 MiB, at random) and drops the ``\\n`` of a quoted ``\\r\\n`` split by a block boundary. The
+        record scan that cuts the chunks counts the same records pyarrow does: the quotes were checked.
+        """
         types = {field.name: _text_type(field.type) for field in schema}
-        file.seek(0)
-        reader = pcsv.open_csv(
-            self._checked_text(file),
-            read_options=self._read_options(schema.names, block),
-            parse_options=self._parse_options(len(schema)),
-            convert_options=self._convert_options(types, target.names),
-        )
+        names = (self._first_record(file, shard) or []) if self.header else list(schema.names)
+        parse, convert = self._parse_options(len(schema)), self._convert_options(types, target.names)
+
+        def parsed(chunk: bytes) -> pa.Table:
+            # One block: every record of the chunk is whole in it.
+            read = pcsv.ReadOptions(use_threads=True, column_names=names, block_size=len(chunk) + 1)
+            return pcsv.read_csv(pa.py_buffer(chunk), read, parse, convert)
+
         rows_before = 0
-        for batch in reader:
-            start = rows_before
-            rows_before += batch.num_rows
-            if rows_before <= skip:
+        for table in checked_ahead(self._chunks(file, shard, keep_blank=len(schema) == 1), parsed):
+            for batch in table.to_batches():
+                yield self._finish(batch, target, shard, file, rows_before, len(schema))
+                rows_before += batch.num_rows
+
+    def _chunks(self, file: IO[bytes], shard: str, *, keep_blank: bool) -> Iterator[bytes]:
+        """The file's text in chunks of whole records (about :data:`_BLOCK_BYTES` each), quotes checked,
+        the header record left out. Each is parsed while the next is read (:func:`checked_ahead`)."""
+        stream = self._checked_text(file)
+        pending, header, consumed = b"", self.header, 0
+        while True:
+            data = stream.read(_BLOCK_BYTES)
+            buffer = pending + data if pending else data
+            cut = whole_records(buffer) if data else len(buffer)
+            if data and not cut:  # no record ends in it yet: a record longer than what was read so far
+                if len(buffer) > _MAX_RECORD_BYTES:
+                    raise FormatError(
+                        f"shard {shard} line {self._line_at(file, consumed)}: a record longer than "
+                        f"{_MAX_RECORD_BYTES >> 20} MiB"
+                    )
+                pending = buffer
                 continue
-            part = batch.slice(max(0, skip - start))
-            yield self._finish(part, target, shard, file, start + max(0, skip - start), len(schema))
+            chunk, pending = buffer[:cut], buffer[cut:]
+            consumed += cut
+            if header:  # the first chunk starts with the header record, after any blank lines
+                starts, _ = record_starts(chunk, keep_blank=keep_blank)
+                chunk, header = chunk[int(starts[1]) :] if len(starts) > 1 else b"", not len(starts)
+            if chunk:
+                yield chunk
+            if not data:
+                return
 
     def _checked_text(self, file: IO[bytes]) -> CheckedText:
         """The file's (decompressed) text from its start, its quotes checked as pyarrow reads it."""
@@ -302,6 +334,10 @@ class CsvFormat(Format):
         opened = self._line_at(file, exc.opened) if exc.opened is not None else line
         where = f"line {line}" if opened == line else f"line {line} (a quoted value opened on line {opened})"
         return FormatError(f"shard {shard} {where}: {exc.reason}")
+
+    def _first_invalid_utf8(self, file: IO[bytes]) -> int | None:
+        file.seek(0)
+        return first_invalid_utf8(open_input_stream(file, self.compression))
 
     def _line_at(self, file: IO[bytes], offset: int) -> int:
         file.seek(0)
@@ -378,7 +414,7 @@ class CsvFormat(Format):
         """``(line where it starts, fields)`` of each data record, by Python's csv module (error path)."""
         file.seek(0)
         raw = open_input_stream(file, self.compression)
-        buffered = io.BufferedReader(_Readable(raw))
+        buffered = io.BufferedReader(TextBytes(raw))
         text = io.TextIOWrapper(buffered, encoding="utf-8-sig", errors="replace", newline="")
         _allow_large_fields()
         reader = csv.reader(text, delimiter=self.delimiter)
@@ -406,6 +442,14 @@ class CsvFormat(Format):
 
     def _locate(self, file: IO[bytes], schema: pa.Schema, shard: str, exc: BaseException) -> FormatError:
         message = str(exc)
+        utf8 = _INVALID_UTF8.search(message)
+        if utf8:
+            column = int(utf8.group(1))
+            names = (self._first_record(file, shard) or []) if self.header else list(schema.names)
+            field = names[column] if column < len(names) else f"#{column}"
+            offset = self._first_invalid_utf8(file)
+            where = f" line {self._line_at(file, offset)}" if offset is not None else ""
+            return FormatError(f'shard {shard}{where} field "{field}": the text is not valid UTF-8')
         count = _COLUMN_COUNT.search(message)
         if count:
             expected = int(count.group(1))
@@ -536,21 +580,6 @@ class CsvFormat(Format):
 
     def _open_writer(self, file: IO[bytes], schema: pa.Schema) -> FormatWriter:
         return _CsvWriter(file, schema, self)
-
-
-class _Readable(io.RawIOBase):
-    """A RawIOBase over any object with ``read(n)`` (Arrow streams), for ``io.TextIOWrapper``."""
-
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        data = self._stream.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
 
 
 class _CsvWriter(FormatWriter):
