@@ -97,41 +97,36 @@ def line_breaks(data: np.ndarray, *, more: bool = False) -> np.ndarray:
 
 
 def csv_records(
-    chunk: bytes, *, quote: int = 34, keep_blank: bool = False, more: bool = False
-) -> tuple[int, np.ndarray, np.ndarray, int]:
-    """The CSV records of ``chunk``, which starts at a record: ``(cut, starts, lines, breaks)``. ``cut`` is
-    the length of the whole records (all of ``chunk`` unless ``more``: text follows it); ``starts`` and
-    ``lines`` are the byte offset and 0-based line index of each record before ``cut``; ``breaks`` is how
-    many lines end before ``cut``.
+    chunk: bytes, *, quote: int = 34, keep_blank: bool = False
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """The CSV records of ``chunk``, whole records from its start to its end: ``(starts, lines, breaks)``,
+    the byte offset and 0-based line index of each record, and how many lines end in ``chunk``.
 
     A line break ends a record when an even number of quote bytes comes before it in the record (a doubled
     quote inside a quoted value counts twice). Blank records (empty, or a lone ``\\r`` before a ``\\n``)
     are dropped unless ``keep_blank`` (a one-column file, where an empty line is a null value).
 
-    >>> cut, starts, lines, breaks = csv_records(b'a,b\\n"x\\ny",1\\n\\n2,3\\r4,5\\n6', more=True)
-    >>> cut, starts.tolist(), lines.tolist(), breaks
-    (21, [0, 4, 13, 17], [0, 1, 4, 5], 6)
+    >>> starts, lines, breaks = csv_records(b'a,b\\n"x\\ny",1\\n\\n2,3\\r4,5\\n')
+    >>> starts.tolist(), lines.tolist(), breaks
+    ([0, 4, 13, 17], [0, 1, 4, 5], 6)
     """
     data = np.frombuffer(chunk, dtype=np.uint8)
-    empty = np.zeros(0, dtype=np.int64)
-    breaks = line_breaks(data, more=more)
+    if not len(data):
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, 0
+    breaks = line_breaks(data)
     quotes = np.flatnonzero(data == quote)
-    ends = breaks[(np.searchsorted(quotes, breaks) & 1) == 0] if len(quotes) else breaks
-    cut = len(data) if not more else int(ends[-1]) + 1 if len(ends) else 0
-    if not cut:
-        return 0, empty, empty, 0
-    ends = ends.astype(np.int64)
+    ends = (breaks[(np.searchsorted(quotes, breaks) & 1) == 0] if len(quotes) else breaks).astype(np.int64)
     starts = np.concatenate((np.zeros(1, dtype=np.int64), ends + 1))
-    if starts[-1] == cut:
+    if starts[-1] == len(data):
         starts = starts[:-1]
     lines = np.searchsorted(breaks, starts, side="left").astype(np.int64)
-    lines_before_cut = int(np.searchsorted(breaks, cut, side="left"))
     if keep_blank:
-        return cut, starts, lines, lines_before_cut
-    stops = np.concatenate((ends, np.array([cut], dtype=np.int64)))[: len(starts)]
+        return starts, lines, len(breaks)
+    stops = np.concatenate((ends, np.array([len(data)], dtype=np.int64)))[: len(starts)]
     length = stops - starts
     blank = (length == 0) | ((length == 1) & (data[np.minimum(starts, len(data) - 1)] == 13))
-    return cut, starts[~blank], lines[~blank], lines_before_cut
+    return starts[~blank], lines[~blank], len(breaks)
 
 
 def record_starts(
@@ -143,7 +138,7 @@ def record_starts(
     >>> starts.tolist(), lines.tolist()
     ([0, 4, 13, 17], [0, 1, 4, 5])
     """
-    _, starts, lines, _ = csv_records(chunk, quote=quote, keep_blank=keep_blank)
+    starts, lines, _ = csv_records(chunk, quote=quote, keep_blank=keep_blank)
     return starts, lines
 
 

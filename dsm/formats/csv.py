@@ -288,16 +288,29 @@ class CsvFormat(Format):
             return pcsv.read_csv(pa.py_buffer(chunk), read, parse, convert)
 
         rows_before = 0
-        for table in checked_ahead(self._chunks(file, shard, keep_blank=len(schema) == 1), parsed):
+        for table in checked_ahead(self._rows_text(file, shard, keep_blank=len(schema) == 1), parsed):
             for batch in table.to_batches():
                 yield self._finish(batch, target, shard, file, rows_before, len(schema))
                 rows_before += batch.num_rows
 
-    def _chunks(self, file: IO[bytes], shard: str, *, keep_blank: bool) -> Iterator[bytes]:
-        """The file's text in chunks of whole records (about :data:`_BLOCK_BYTES` each), quotes checked,
-        the header record left out. Each is parsed while the next is read (:func:`checked_ahead`)."""
+    def _rows_text(self, file: IO[bytes], shard: str, *, keep_blank: bool) -> Iterator[bytes]:
+        """:meth:`_record_chunks` without the header record. Each is parsed while the next is read
+        (:func:`checked_ahead`)."""
+        header = self.header
+        for chunk in self._record_chunks(file, shard):
+            if header:  # the first records: the header, after any blank lines
+                starts, _ = record_starts(chunk, keep_blank=keep_blank)
+                if not len(starts):
+                    continue
+                chunk, header = chunk[int(starts[1]) :] if len(starts) > 1 else b"", False
+            if chunk:
+                yield chunk
+
+    def _record_chunks(self, file: IO[bytes], shard: str) -> Iterator[bytes]:
+        """The file's (decompressed) text in chunks of whole records, about :data:`_BLOCK_BYTES` each, its
+        quotes checked as it is read: what the parser and the row index both take."""
         stream = self._checked_text(file)
-        pending, header, consumed = b"", self.header, 0
+        pending, consumed = b"", 0
         while True:
             data = stream.read(_BLOCK_BYTES)
             buffer = pending + data if pending else data
@@ -312,9 +325,6 @@ class CsvFormat(Format):
                 continue
             chunk, pending = buffer[:cut], buffer[cut:]
             consumed += cut
-            if header:  # the first chunk starts with the header record, after any blank lines
-                starts, _ = record_starts(chunk, keep_blank=keep_blank)
-                chunk, header = chunk[int(starts[1]) :] if len(starts) > 1 else b"", not len(starts)
             if chunk:
                 yield chunk
             if not data:
@@ -476,33 +486,22 @@ class CsvFormat(Format):
         """Blocks of whole records found by one pass over the file: a newline ends a record outside quotes
         (nothing is parsed). The header's column names are kept, in the file's order."""
         first = self._first_record(file, shard)
-        quote = ord('"')
         keep_blank = first is not None and len(first) == 1
         builder = LineIndexBuilder()
-        stream = self._checked_text(file)
-        pending, line, header = b"", 1, self.header
-        while True:
-            try:
-                data = stream.read(_BLOCK_BYTES)
-            except MisplacedQuote as exc:
-                raise self._misplaced(file, shard, exc) from None
-            except (pa.ArrowException, OSError) as exc:
-                if not is_codec_error(exc, self.compression):
-                    raise
-                raise FormatError(
-                    f"shard {shard}: not readable as {self.compression}-compressed data"
-                ) from None
-            buffer = pending + data if pending else data
-            cut, starts, lines, breaks = csv_records(
-                buffer, quote=quote, keep_blank=keep_blank, more=bool(data)
-            )
-            pending = buffer[cut:]
-            if header and len(starts):
-                starts, lines, header = starts[1:], lines[1:], False
-            builder.add(cut, starts, lines, line)
-            line += breaks
-            if not data:
-                break
+        line, header = 1, self.header
+        try:
+            for chunk in self._record_chunks(file, shard):
+                starts, lines, breaks = csv_records(chunk, keep_blank=keep_blank)
+                if header and len(starts):
+                    starts, lines, header = starts[1:], lines[1:], False
+                builder.add(len(chunk), starts, lines, line)
+                line += breaks
+        except MisplacedQuote as exc:
+            raise self._misplaced(file, shard, exc) from None
+        except (pa.ArrowException, OSError) as exc:
+            if not is_codec_error(exc, self.compression):
+                raise
+            raise FormatError(f"shard {shard}: not readable as {self.compression}-compressed data") from None
         columns = first if self.header else None
         return builder.finish(
             format=self.name, info={"compressed": self.compression is not None, "columns": columns}
@@ -521,7 +520,7 @@ class CsvFormat(Format):
             raise FormatError(f"shard {shard}: {exc}") from None
         columns = index.info.get("columns")
         keep_blank = columns is not None and len(columns) == 1
-        starts, lines = record_starts(data, quote=ord('"'), keep_blank=keep_blank)
+        starts, lines = record_starts(data, keep_blank=keep_blank)
         if stop - int(index.starts[first]) > len(starts):
             raise FormatError(f"shard {shard}: the row index does not match the file; it changed, rebuild it")
         return data, starts, lines, int(index.starts[first]), int(index.lines[first])
