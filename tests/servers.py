@@ -100,6 +100,20 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=10)
 
 
+def _json_records(text: str) -> list[dict[str, Any]]:
+    """The JSON objects of moto's recording, one a line, or several on one: the server's request threads
+    append to it unlocked, and two records written at once have shared a line."""
+    decoder, records = json.JSONDecoder(), []
+    for line in text.splitlines():
+        at = 0
+        while line[at:].strip():
+            at += len(line[at:]) - len(line[at:].lstrip())
+            record, end = decoder.raw_decode(line, at)
+            records.append(record)
+            at = end
+    return records
+
+
 @dataclass(frozen=True)
 class MotoServer:
     endpoint_url: str
@@ -133,7 +147,7 @@ class MotoServer:
         finally:
             urllib.request.urlopen(urllib.request.Request(f"{api}/stop-recording", method="POST")).close()
         with urllib.request.urlopen(f"{api}/download-recording") as answer:
-            entries = [json.loads(line) for line in answer.read().decode().splitlines() if line.strip()]
+            entries = _json_records(answer.read().decode())
         client = self.client()
         for entry in entries:
             url = urllib.parse.urlsplit(entry["url"])
