@@ -51,16 +51,17 @@ def _run(iterator: Iterator[pa.RecordBatch]) -> tuple[list[int], str | None]:
     count=st.integers(0, 12),
     fail_at=st.none() | st.integers(0, 12),
     bad=st.sets(st.integers(0, 12), max_size=3),
+    ahead=st.integers(1, 4),
 )
 def test_the_same_items_and_the_same_failure_as_the_plain_loop(
-    count: int, fail_at: int | None, bad: set[int]
+    count: int, fail_at: int | None, bad: set[int], ahead: int
 ) -> None:
     def plain() -> Iterator[pa.RecordBatch]:
         check = _check(bad)
         for item in _items(count, fail_at):
             yield check(item)
 
-    assert _run(checked_ahead(_items(count, fail_at), _check(bad))) == _run(plain())
+    assert _run(checked_ahead(_items(count, fail_at), _check(bad), ahead=ahead)) == _run(plain())
 
 
 def test_the_next_item_is_produced_while_the_check_of_the_one_before_runs() -> None:
@@ -80,8 +81,20 @@ def test_the_next_item_is_produced_while_the_check_of_the_one_before_runs() -> N
     assert _run(checked_ahead(items(), check)) == ([0, 1], None)
 
 
-def test_a_forked_child_goes_on_checking_in_its_own_thread() -> None:
-    iterator = checked_ahead(iter(range(6)), _check({4}))
+def test_with_ahead_that_many_checks_run_at_once() -> None:
+    """Three checks that each wait for the other two to start: they finish only if all run together."""
+    started = threading.Barrier(3, timeout=30)
+
+    def check(i: int) -> pa.RecordBatch:
+        started.wait()
+        return pa.record_batch({"x": [i]})
+
+    assert _run(checked_ahead(iter(range(3)), check, ahead=3)) == ([0, 1, 2], None)
+
+
+@pytest.mark.parametrize("ahead", [1, 3])
+def test_a_forked_child_goes_on_checking_in_its_own_thread(ahead: int) -> None:
+    iterator = checked_ahead(iter(range(6)), _check({4}), ahead=ahead)
     first = next(iterator)
     assert first.column(0)[0].as_py() == 0
     child = os.fork()

@@ -357,3 +357,27 @@ def test_dsm_installs_and_works_without_a_compiler(wheel_without_compiler: Path,
     assert where.startswith(str(tmp_path / "site")), where
     assert (unordered, ordered) == (TABLE_UNORDERED, TABLE_ORDERED)
     assert shown["row_hashing"] == "python" and "was not built" in shown["notice"]
+
+
+@needs_kernel
+@settings(max_examples=200, deadline=None)
+@given(
+    n=st.integers(0, 20_000) | st.sampled_from([8192, 65_536, 1 << 21]),
+    key=st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=6),
+)
+def test_the_read_orders_permutation_is_the_same_on_both_paths(n: int, key: list[int]) -> None:
+    """The kernel's O(n) block permutation against NumPy's argsort of the same keys (docs/reading.md)."""
+    from dsm.hashing.permutation import keyed_permutation
+
+    compiled, python = both_paths(lambda: keyed_permutation(n, *key))
+    assert compiled.dtype == python.dtype == np.int64
+    assert compiled.tolist() == python.tolist()
+
+
+@needs_kernel
+def test_every_small_size_of_permutation_is_the_same_on_both_paths() -> None:
+    from dsm.hashing.permutation import keyed_permutation
+
+    for n in range(0, 600):
+        compiled, python = both_paths(lambda n=n: keyed_permutation(n, 2, 7, 0, 3, n))
+        assert compiled.tolist() == python.tolist(), n

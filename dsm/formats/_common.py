@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import binascii
 import os
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, Any, TypeVar
@@ -268,43 +269,43 @@ def check_utf8(batch: pa.RecordBatch, where: str) -> pa.RecordBatch:
     return batch
 
 
-def checked_ahead(items: Iterator[T], check: Callable[[T], U]) -> Iterator[U]:
-    """``check(item)`` of each of ``items``, in order, each run on a helper thread while the next item is
+def checked_ahead(items: Iterator[T], check: Callable[[T], U], *, ahead: int = 1) -> Iterator[U]:
+    """``check(item)`` of each of ``items``, in order, each run on a helper thread while the next items are
     produced: a decoder's next batch and the check of the one before overlap (both release the GIL).
 
-    Nothing is yielded before its check passed. An item's failure is raised where a reader would have met
-    it: after every item before it was yielded (a failure to produce the next item waits for the check of
-    the one before, and for its yield). In a forked child, where the parent's helper thread does not run,
-    checks run in the caller's thread.
+    Up to ``ahead`` checks run at once, on as many threads (``ahead > 1`` where the checks are the heavy
+    part, such as decoding independent pieces of one file). Nothing is yielded before its check passed. An
+    item's failure is raised where a reader would have met it: after every item before it was yielded (a
+    failure to produce the next item waits for the checks of the ones before, and for their yields). In a
+    forked child, where the parent's helper threads do not run, checks run in the caller's thread.
     """
     pid = os.getpid()
-    pending: tuple[T, Future[U]] | None = None
+    pending: deque[tuple[T, Future[U]]] = deque()
 
     def result(entry: tuple[T, Future[U]]) -> U:
         return entry[1].result() if os.getpid() == pid else check(entry[0])
 
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="dsm-check") as pool:
+    with ThreadPoolExecutor(max_workers=max(ahead, 1), thread_name_prefix="dsm-check") as pool:
         while True:
             try:
                 item = next(items)
             except StopIteration:
                 break
             except BaseException:
-                if pending is not None:
-                    yield result(pending)
+                while pending:
+                    yield result(pending.popleft())
                 raise
             if os.getpid() != pid:
-                if pending is not None:
-                    yield result(pending)
-                    pending = None
+                while pending:
+                    yield result(pending.popleft())
                 yield check(item)
                 continue
             future = pool.submit(check, item)
-            if pending is not None:
-                yield result(pending)
-            pending = (item, future)
-        if pending is not None:
-            yield result(pending)
+            if len(pending) >= max(ahead, 1):
+                yield result(pending.popleft())
+            pending.append((item, future))
+        while pending:
+            yield result(pending.popleft())
 
 
 def check_valid(batch: pa.RecordBatch, where: str) -> None:

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from typing import IO, Any, ClassVar
@@ -31,6 +32,7 @@ __all__ = ["ParquetFormat"]
 
 _CODECS = ("none", "snappy", "gzip", "brotli", "zstd", "lz4")
 _MAX_BUFFERED_BYTES = 256 * 1024 * 1024  # a row group is cut early rather than hold more than this
+_GROUPS_AHEAD = 2  # row groups decoded at once where the file is read by offset (see ``_groups``)
 
 
 def _unreadable(shard: str, exc: BaseException) -> FormatError:
@@ -202,7 +204,7 @@ class ParquetFormat(Format):
         batch_rows: int = DEFAULT_BATCH_ROWS,
     ) -> Iterator[pa.RecordBatch]:
         """Batches of at most ``batch_rows`` rows; with ``schema``, cast to it (SchemaError if impossible)."""
-        yield from self._iter(self._open(file, shard), shard, schema, columns, batch_rows, None)
+        yield from self._iter(file, self._open(file, shard), shard, schema, columns, batch_rows, None)
 
     def fragment_count(self, file: IO[bytes], *, shard: str) -> int:
         """The file's row groups, from its footer."""
@@ -229,10 +231,11 @@ class ParquetFormat(Format):
         bad = [i for i in fragments if not 0 <= i < count]
         if bad:
             raise InputError(f"shard {shard}: no row group {bad[0]} (the file has {count})")
-        yield from self._iter(parquet_file, shard, schema, columns, batch_rows, list(fragments))
+        yield from self._iter(file, parquet_file, shard, schema, columns, batch_rows, list(fragments))
 
     def _iter(
         self,
+        source: IO[bytes],
         parquet_file: pq.ParquetFile,
         shard: str,
         schema: pa.Schema | None,
@@ -252,12 +255,13 @@ class ParquetFormat(Format):
                 f"shard {shard}: field {names} is not in the file (it has: {', '.join(stored.names)})"
             )
         return checked_ahead(
-            self._decoded(parquet_file, shard, target, batch_rows, row_groups),
+            self._decoded(source, parquet_file, shard, target, batch_rows, row_groups),
             lambda item: conform_batch(check_utf8(item[0], item[1]), target, shard=shard),
         )
 
     def _decoded(
         self,
+        source: IO[bytes],
         parquet_file: pq.ParquetFile,
         shard: str,
         target: pa.Schema,
@@ -273,22 +277,20 @@ class ParquetFormat(Format):
             # shard than the same rows read group by group (and is slower).
             row_groups = list(range(metadata.num_row_groups))
         total = 0
-        for group in row_groups:
-            batches = parquet_file.iter_batches(
-                batch_size=batch_rows, row_groups=[group], columns=list(target.names), use_threads=True
-            )
+        for group, batches, error in self._groups(parquet_file, source, target, batch_rows, row_groups):
             rows = 0
-            while True:
-                try:
-                    batch = next(batches)
-                except StopIteration:
-                    break
-                except pa.ArrowException as exc:
-                    raise FormatError(
-                        f"shard {shard} row group {group}: not readable ({describe_exception(exc)})"
-                    ) from None
-                rows += batch.num_rows
-                yield batch, f"shard {shard} row group {group}"
+            try:
+                for batch in batches:
+                    rows += batch.num_rows
+                    yield batch, f"shard {shard} row group {group}"
+                if error is not None:
+                    raise error
+            except (pa.ArrowException, OSError) as exc:
+                if isinstance(exc, OSError) and (type(exc) is not OSError or exc.errno is not None):
+                    raise  # storage (pyarrow's own decoding failures are plain OSErrors without an errno)
+                raise FormatError(
+                    f"shard {shard} row group {group}: not readable ({describe_exception(exc)})"
+                ) from None
             declared = int(metadata.row_group(group).num_rows)
             if rows != declared and target.names:
                 raise FormatError(
@@ -298,6 +300,57 @@ class ParquetFormat(Format):
             total += rows
         if whole and target.names and total != _declared_rows(metadata, shard):
             raise FormatError(f"shard {shard}: {total} rows decoded, the footer declares {metadata.num_rows}")
+
+    @staticmethod
+    def _groups(
+        parquet_file: pq.ParquetFile,
+        source: IO[bytes],
+        target: pa.Schema,
+        batch_rows: int,
+        row_groups: list[int],
+    ) -> Iterator[tuple[int, Iterator[pa.RecordBatch], BaseException | None]]:
+        """``(group, its batches, the error that ended them early)`` for each row group, in order.
+
+        Row groups of a file read by offset (a pyarrow native file: local disk, the cache) are decoded
+        :data:`_GROUPS_AHEAD` at once on helper threads, each by its own reader of the same footer (one
+        reader is not safe to share between threads), where a group holds at most two batches of rows:
+        a row group's text column decodes on one core, so this is what puts a second core to work, and
+        what it holds decoded stays within a few batches. A stream read in order (an object store's
+        one-read file, which hashes the bytes as they pass) is decoded group by group as it is read.
+        """
+        metadata = parquet_file.metadata
+        columns = list(target.names)
+
+        def streamed(group: int) -> Iterator[pa.RecordBatch]:
+            return parquet_file.iter_batches(
+                batch_size=batch_rows, row_groups=[group], columns=columns, use_threads=True
+            )
+
+        readers: dict[int, pq.ParquetFile] = {}  # one per helper thread
+
+        def collected(group: int) -> tuple[int, list[pa.RecordBatch], BaseException | None]:
+            batches: list[pa.RecordBatch] = []
+            try:
+                reader = readers.get(threading.get_ident())
+                if reader is None:  # the source stays open: it is the caller's
+                    reader = pq.ParquetFile(source, metadata=metadata, page_checksum_verification=True)
+                    readers[threading.get_ident()] = reader
+                batches.extend(
+                    reader.iter_batches(
+                        batch_size=batch_rows, row_groups=[group], columns=columns, use_threads=True
+                    )
+                )
+            except Exception as exc:  # handed over with the batches before it, raised where it is met
+                return group, batches, exc
+            return group, batches, None
+
+        small = all(metadata.row_group(g).num_rows <= 2 * batch_rows for g in row_groups)
+        if isinstance(source, pa.NativeFile) and small and len(row_groups) > 1:
+            for group, batches, error in checked_ahead(iter(row_groups), collected, ahead=_GROUPS_AHEAD):
+                yield group, iter(batches), error
+            return
+        for group in row_groups:
+            yield group, streamed(group), None
 
     def _open_writer(self, file: IO[bytes], schema: pa.Schema) -> FormatWriter:
         return _ParquetWriter(file, schema, self)

@@ -4,9 +4,10 @@
 when the package is installed) hashes whole Arrow arrays with the GIL released, one call per array: each
 string or binary value (offsets, views and fixed-size layouts), each decimal's normalised text, the
 elements of each list, integers, floats and instants, and it folds fields into rows and rows into the
-digest. :mod:`dsm.hashing.fingerprint` keeps the algorithm's structure and hands those loops here when the
-kernel is active; where the kernel was not built, its own pure-Python (NumPy) path gives the same digests,
-bit for bit (a test compares both).
+digest; it also computes the read order's block permutation (:func:`keyed_order`).
+:mod:`dsm.hashing.fingerprint` keeps the algorithm's structure and hands those loops here when the kernel
+is active; where the kernel was not built, its own pure-Python (NumPy) path gives the same digests, bit
+for bit (a test compares both), as NumPy gives the same permutations.
 
 ``DSM_FINGERPRINT_KERNEL`` chooses: unset or ``auto`` (the kernel where it is built), ``python`` (always the
 pure-Python path), ``compiled`` (the kernel, or a StorageError where it is not built).
@@ -42,6 +43,7 @@ __all__ = [
     "hash_instant_values",
     "hash_list_values",
     "hash_number_values",
+    "keyed_order",
     "provenance",
 ]
 
@@ -107,6 +109,16 @@ def _kernel() -> ModuleType:
     if kernel is None:
         raise StorageError(f"the compiled fingerprint kernel is not built ({why})")
     return kernel
+
+
+def keyed_order(n: int, base: int) -> np.ndarray:
+    """``0 .. n-1`` sorted by the SplitMix64 finaliser of ``base + i`` (int64): what
+    :func:`dsm.hashing.permutation.keyed_permutation` computes with NumPy's argsort, in O(n)."""
+    import numpy as np
+
+    out = np.empty(max(n, 0), dtype=np.int64)
+    _kernel().keyed_order(base, out)
+    return out
 
 
 def _out(n: int) -> np.ndarray:

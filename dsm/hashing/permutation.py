@@ -1,7 +1,9 @@
 """The two pinned seeded permutations of ``[0, n)``, side by side.
 
 **The read order's** :func:`keyed_permutation` (``dsm.open``'s shuffle, docs/reading.md): indices sorted
-by the SplitMix64 finaliser of ``key + i``, where ``key`` chains the SplitMix64 mix of integers.
+by the SplitMix64 finaliser of ``key + i``, where ``key`` chains the SplitMix64 mix of integers. The
+compiled kernel computes it where it is built (``DSM_FINGERPRINT_KERNEL`` chooses, as for the row
+fingerprint); NumPy's argsort gives the same order otherwise.
 
 **The rewrite's** :class:`Permutation`, ``dsm-feistel-v1``, computed per element without materialising
 it: a balanced Feistel network of 6 rounds on ``2k``-bit integers (the smallest even bit width that holds
@@ -22,6 +24,8 @@ from collections.abc import Iterable
 
 import numpy as np
 import xxhash
+
+from dsm.hashing import fingerprint_kernel
 
 __all__ = ["SHUFFLE_ALGORITHM", "Permutation", "keyed_permutation"]
 
@@ -111,6 +115,8 @@ def keyed_permutation(n: int, *key: int) -> np.ndarray:
     >>> sorted(keyed_permutation(5, 7, 0).tolist())
     [0, 1, 2, 3, 4]
     """
+    if fingerprint_kernel.enabled():  # the same order, computed in O(n) (a test compares both)
+        return fingerprint_kernel.keyed_order(n, _key(*key))
     base = np.uint64(_key(*key))
     with np.errstate(over="ignore"):
         sort_keys = _splitmix_array(np.arange(n, dtype=np.uint64) + base)

@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from dsm.errors import CheckFailed, DatasetNotFound, FormatError, InputError, SchemaError, StateError
+from dsm.formats._common import checked_ahead
 from dsm.formats.base import SeekPoint
 from dsm.read.cache import CacheStats
 from dsm.read.order import Range, Segment, range_rows, rank_ranges
@@ -379,14 +380,23 @@ class DatasetIterator:
         block_rows = self.order.block_rows
         low, high = segment.row, segment.row + segment.rows  # within-shard order = file rows, block-permuted
         start = low // block_rows * block_rows
+
+        def pieces() -> Iterator[tuple[pa.RecordBatch, np.ndarray]]:
+            """Each unit with the rows of it the segment reads, in the epoch's order."""
+            for unit_start, unit in self._block_units(segment.shard, start, high):
+                unit_stop = unit_start + unit.num_rows
+                indexes = self._unit_indexes(segment.shard, unit_start, unit_stop)
+                begin, end = max(low, unit_start) - unit_start, min(high, unit_stop) - unit_start
+                yield unit, indexes[begin:end]
+
         size = first
-        for unit_start, unit in self._block_units(segment.shard, start, high):
-            unit_stop = unit_start + unit.num_rows
-            indexes = self._unit_indexes(segment.shard, unit_start, unit_stop)
-            begin, end = max(low, unit_start) - unit_start, min(high, unit_stop) - unit_start
-            while begin < end:
-                take = min(size, end - begin)
-                yield unit.take(pa.array(indexes[begin : begin + take]))
+        # Each unit is gathered on a helper thread while the one before is handed out in batches (the
+        # helper holds the unit and its indexes only: a dropped iterator is still collected).
+        for rows in checked_ahead(pieces(), _gathered):
+            begin = 0
+            while begin < rows.num_rows:
+                take = min(size, rows.num_rows - begin)
+                yield rows.slice(begin, take)
                 begin += take
                 size = size - take or self.batch_size
 
@@ -464,3 +474,8 @@ class DatasetIterator:
         if self.order.shuffle:
             row = row // self.order.block_rows * self.order.block_rows
         return shard, row
+
+
+def _gathered(piece: tuple[pa.RecordBatch, np.ndarray]) -> pa.RecordBatch:
+    unit, indexes = piece
+    return unit.take(pa.array(indexes))

@@ -1,0 +1,147 @@
+"""Row groups decoded ahead, several at once (a file read by offset: local disk, the cache), against the
+same file read as a stream, group after group: the same batches, the same rows in each, and, for damaged
+bytes, the same failure after the same batches."""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from dsm.errors import DsmError
+from dsm.formats import parquet as parquet_module
+from dsm.formats.parquet import ParquetFormat
+from dsm.hashing.fingerprint import digest_batch
+from tests.strategies import arrow_types, schemas, tables
+
+FMT = ParquetFormat()
+
+
+def _outcome(source: Any, *, batch_rows: int, fragments: list[int] | None) -> tuple[list[Any], str | None]:
+    """Each batch's rows and row fingerprint, then the error that ended the read (type and message)."""
+    seen: list[Any] = []
+    try:
+        if fragments is None:
+            batches = FMT.iter_batches(source, shard="s.parquet", batch_rows=batch_rows)
+        else:
+            batches = FMT.iter_fragments(source, fragments, shard="s.parquet", batch_rows=batch_rows)
+        for batch in batches:
+            digest = digest_batch(batch)
+            seen.append((batch.num_rows, digest.unordered, digest.ordered))
+    except DsmError as exc:
+        return seen, f"{type(exc).__name__}: {exc}"
+    return seen, None
+
+
+def _both(data: bytes, *, batch_rows: int, fragments: list[int] | None = None) -> tuple[Any, Any]:
+    """The outcome read ahead (a pyarrow native file) and read as a stream (a Python file object)."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "s.parquet"
+        path.write_bytes(data)
+        with pa.OSFile(str(path), "rb") as native:
+            ahead = _outcome(native, batch_rows=batch_rows, fragments=fragments)
+    return ahead, _outcome(io.BytesIO(data), batch_rows=batch_rows, fragments=fragments)
+
+
+def _written(table: pa.Table, row_group_size: int, compression: str) -> bytes | None:
+    sink = io.BytesIO()
+    try:
+        pq.write_table(
+            table, sink, row_group_size=row_group_size, compression=compression, write_page_checksum=True
+        )
+    except (pa.ArrowException, ValueError):
+        return None
+    return sink.getvalue()
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    data=st.data(),
+    schema=schemas(arrow_types(max_leaves=3), max_fields=3),
+    row_group_size=st.integers(1, 7),
+    batch_rows=st.integers(1, 9),
+    compression=st.sampled_from(["none", "zstd", "snappy"]),
+)
+def test_groups_read_ahead_give_what_the_stream_gives(
+    data: st.DataObject, schema: pa.Schema, row_group_size: int, batch_rows: int, compression: str
+) -> None:
+    table = data.draw(tables(schema, max_rows=30))
+    written = _written(table, row_group_size, compression)
+    assume(written is not None)
+    assert written is not None
+    flips = data.draw(st.lists(st.tuples(st.integers(0, len(written) - 1), st.integers(0, 7)), max_size=3))
+    damaged = bytearray(written)
+    for position, bit in flips:
+        damaged[position] ^= 1 << bit
+    groups = pq.ParquetFile(io.BytesIO(written)).metadata.num_row_groups
+    fragments = data.draw(st.none() | st.lists(st.integers(0, max(groups - 1, 0)), max_size=6))
+    try:
+        ahead, streamed = _both(bytes(damaged), batch_rows=batch_rows, fragments=fragments)
+    except (pa.ArrowException, OSError) as exc:  # a footer too damaged to open: neither path gets that far
+        assume(False)
+        raise AssertionError from exc
+    assert ahead == streamed
+
+
+def test_a_file_read_by_offset_decodes_its_groups_ahead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The read-ahead is what a native file gets (a stream, one group after another, does not), and a
+    damaged group still fails only after every batch before it was handed out."""
+    calls: list[int] = []
+    real = parquet_module.checked_ahead
+
+    def spy(items: Any, check: Any, *, ahead: int = 1) -> Any:
+        calls.append(ahead)
+        return real(items, check, ahead=ahead)
+
+    monkeypatch.setattr(parquet_module, "checked_ahead", spy)
+    table = pa.table({"id": list(range(1000)), "text": [f"value {i}" * 3 for i in range(1000)]})
+    path = tmp_path / "s.parquet"
+    pq.write_table(table, path, row_group_size=100, compression="none", write_page_checksum=True)
+    with pa.OSFile(str(path), "rb") as native:
+        back = pa.Table.from_batches(list(FMT.iter_batches(native, shard="s.parquet", batch_rows=64)))
+    assert back.equals(table)
+    assert parquet_module._GROUPS_AHEAD in calls
+    calls.clear()
+    with path.open("rb") as stream:
+        assert pa.Table.from_batches(list(FMT.iter_batches(stream, shard="s.parquet", batch_rows=64))).equals(
+            table
+        )
+    assert parquet_module._GROUPS_AHEAD not in calls
+
+    damaged = bytearray(path.read_bytes())
+    seventh = pq.ParquetFile(path).metadata.row_group(7).column(1)
+    first = seventh.dictionary_page_offset if seventh.has_dictionary_page else seventh.data_page_offset
+    damaged[first + seventh.total_compressed_size - 3] ^= 0xFF
+    path.write_bytes(bytes(damaged))
+    rows = 0
+    with pa.OSFile(str(path), "rb") as native, pytest.raises(DsmError, match="row group 7"):
+        for batch in FMT.iter_batches(native, shard="s.parquet", batch_rows=64):
+            rows += batch.num_rows
+    assert rows == 700
+
+
+def test_a_forked_child_goes_on_reading_the_groups_ahead(tmp_path: Path) -> None:
+    table = pa.table({"id": list(range(600))})
+    path = tmp_path / "s.parquet"
+    pq.write_table(table, path, row_group_size=50)
+    with pa.OSFile(str(path), "rb") as native:
+        batches = FMT.iter_batches(native, shard="s.parquet", batch_rows=50)
+        first = next(batches)
+        assert first.column(0).to_pylist() == list(range(50))
+        child = os.fork()
+        if child == 0:  # pragma: no cover - the child's exit status is what is checked
+            rest = [v for b in batches for v in b.column(0).to_pylist()]
+            os._exit(0 if rest == list(range(50, 600)) else 1)
+        _, status = os.waitpid(child, 0)
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+        assert [v for b in batches for v in b.column(0).to_pylist()] == list(range(50, 600))
