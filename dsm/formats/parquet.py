@@ -32,7 +32,7 @@ __all__ = ["ParquetFormat"]
 
 _CODECS = ("none", "snappy", "gzip", "brotli", "zstd", "lz4")
 _MAX_BUFFERED_BYTES = 256 * 1024 * 1024  # a row group is cut early rather than hold more than this
-_GROUPS_AHEAD = 2  # row groups decoded at once where the file is read by offset (see ``_groups``)
+_GROUPS_AHEAD = 2  # row groups decoded at once where the file is read by offset (``_groups``; 1: one by one)
 
 
 def _unreadable(shard: str, exc: BaseException) -> FormatError:
@@ -345,7 +345,7 @@ class ParquetFormat(Format):
             return group, batches, None
 
         small = all(metadata.row_group(g).num_rows <= 2 * batch_rows for g in row_groups)
-        if isinstance(source, pa.NativeFile) and small and len(row_groups) > 1:
+        if _GROUPS_AHEAD > 1 and isinstance(source, pa.NativeFile) and small and len(row_groups) > 1:
             for group, batches, error in checked_ahead(iter(row_groups), collected, ahead=_GROUPS_AHEAD):
                 yield group, iter(batches), error
             return
