@@ -136,3 +136,43 @@ def test_spill_pieces_do_not_grow_with_source_batches(
     unbuffered = reshard("small@1", str(tmp_path / "unbuffered"), **shuffle)
     assert _data(tmp_path / "out") == _data(tmp_path / "unbuffered")
     assert resumed.contract.fingerprint == unbuffered.contract.fingerprint
+
+
+def test_spill_files_are_uncompressed_on_local_disk_and_lz4_elsewhere_with_the_same_output(
+    registry: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The codec of the pass-1 files follows where they are (the page cache locally, fewer bytes sent
+    elsewhere); a run resumed on pass-1 files written with the other codec reads them, and every way gives
+    the same output bytes."""
+    from dsm.storage import location
+
+    assert execute._spill_format(location(str(tmp_path))).compression is None
+    assert execute._spill_format(location("memory://spill-codec")).compression == "lz4"
+    shuffle = {"num_shards": 3, "shuffle": True, "seed": 11, "registry": registry}
+    default = reshard("web@1", str(tmp_path / "default"), **shuffle)
+    remote = reshard("web@1", str(tmp_path / "remote"), spill_dir="memory://spill-codec", **shuffle)
+    assert _data(tmp_path / "remote") == _data(tmp_path / "default")
+
+    def crash() -> None:
+        raise Crash
+
+    written = execute._spill_format
+    monkeypatch.setattr(execute, "_spill_format", lambda spill: written(location("memory://x")))  # lz4
+    monkeypatch.setattr(_testing, "_ARMED", ("units", "4"))
+    monkeypatch.setattr(_testing, "_units_journaled", 0)
+    monkeypatch.setattr(_testing, "_kill", crash)
+    with pytest.raises(Crash):
+        reshard("web@1", str(tmp_path / "mixed"), **shuffle)
+    monkeypatch.setattr(_testing, "_ARMED", None)
+    monkeypatch.setattr(execute, "_spill_format", written)
+    lz4_spilled = sorted((tmp_path / "mixed").rglob("_scatter-*.arrow"))
+    assert len(lz4_spilled) == 4
+    from dsm.rewrite import run
+
+    def no_pass_1(*args: object) -> None:
+        raise AssertionError("pass 1 was run again instead of reading the lz4 files")
+
+    monkeypatch.setattr(run, "scatter_unit", no_pass_1)
+    resumed = reshard("web@1", str(tmp_path / "mixed"), **shuffle)
+    assert _data(tmp_path / "mixed") == _data(tmp_path / "default")
+    assert remote.contract.fingerprint == resumed.contract.fingerprint == default.contract.fingerprint
