@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import posixpath
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +14,10 @@ import pyarrow.csv as pcsv
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 import pytest
+from typer.testing import CliRunner
 
 import dsm
+from dsm.cli.app import app
 from dsm.commands.rewrite import RewriteResult, convert_format, reshard
 from dsm.demo import make_sample_table
 from dsm.errors import CheckFailed, InputError, SchemaError
@@ -24,6 +27,8 @@ from dsm.rewrite import Permutation, layout, parse_size
 from dsm.rewrite.journal import JOURNAL_DIR, JOURNAL_FILE
 from dsm.storage import location
 from tests.conftest import StorageRoot, write_parquet_shards
+
+runner = CliRunner()
 
 
 def _register(
@@ -414,6 +419,31 @@ def test_rerun_after_success_publishes_nothing_new(
     assert again.already_published and again.dataset == first.dataset == "web@2"
     assert Registry(registry_url).versions("web") == [1, 2]
     assert not (tmp_path / "out" / JOURNAL_DIR).exists()
+
+
+@pytest.mark.parametrize("change", ["deleted", "truncated", "folder removed"])
+def test_rerun_after_success_says_when_the_published_files_are_gone(
+    tmp_path: Path, sample_table: pa.Table, registry_url: str, change: str
+) -> None:
+    """The same command again must not report "already published" of files that are no longer there."""
+    _register(StorageRoot(kind="local", url=str(tmp_path / "store")), sample_table, registry_url)
+    first = reshard("web@1", str(tmp_path / "out"), num_shards=2, registry=registry_url)
+    victim = tmp_path / "out" / first.contract.shards[1].path
+    if change == "deleted":
+        victim.unlink()
+    elif change == "truncated":
+        victim.write_bytes(victim.read_bytes()[:-1])
+    else:
+        shutil.rmtree(tmp_path / "out")
+    shown = "is missing" if change != "truncated" else "bytes, the contract records"
+    said = f"web@2 was published by this same rewrite, but its shard .*{shown}"
+    with pytest.raises(CheckFailed, match=said):
+        reshard("web@1", str(tmp_path / "out"), num_shards=2, registry=registry_url)
+    assert Registry(registry_url).versions("web") == [1, 2]
+    result = runner.invoke(
+        app, ["reshard", "web@1", str(tmp_path / "out"), "--num-shards", "2", "--registry", registry_url]
+    )
+    assert result.exit_code == 1 and "dsm verify web@2" in result.stderr and "Traceback" not in result.output
 
 
 def test_resume_keeps_checked_files_and_redoes_the_rest(

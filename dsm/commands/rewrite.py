@@ -23,7 +23,7 @@ from dsm._version import tool_name
 from dsm.commands.policy import check_destination, policy_error
 from dsm.contract import Contract, Lineage
 from dsm.engine import EngineReport, Executor, Progress, open_executor
-from dsm.errors import ConflictError, InputError
+from dsm.errors import CheckFailed, ConflictError, InputError
 from dsm.hashing import fingerprint_kernel
 from dsm.registry import Catalog, Registry, open_registry, parse_reference
 from dsm.rewrite.run import PreparedRewrite, execute_rewrite, finish_rewrite, prepare_rewrite
@@ -111,6 +111,24 @@ def _published_already(catalog: Catalog, name: str, job: PreparedRewrite) -> Con
     return None
 
 
+def _check_still_there(catalog: Catalog, contract: Contract) -> None:
+    """CheckFailed unless every file of the version this plan published is where it was written, with its
+    recorded size (one listing): "already published, nothing rewritten" must not be said of files that
+    were deleted or replaced since."""
+    loc = catalog.location_of(contract)
+    found = {f.path: f.size for f in loc.list_files()}
+    for shard in contract.shards:
+        size = found.get(shard.path)
+        if size == shard.bytes:
+            continue
+        state = "is missing" if size is None else f"has {size} bytes, the contract records {shard.bytes}"
+        raise CheckFailed(
+            f"{contract.ref} was published by this same rewrite, but its shard {shard.path} {state} at "
+            f"{redact(contract.location)}: run `dsm verify {contract.ref}` and restore its files, or write "
+            "the rewrite to another destination"
+        )
+
+
 def rewrite(
     ref: str | Contract,
     dest: str,
@@ -160,6 +178,7 @@ def rewrite(
     catalog = reg.catalog(storage_options)
     done = _published_already(catalog, target_name, job)
     if done is not None:
+        _check_still_there(catalog, done)
         notes = list(job.notes)
         try:
             with job.claim().take() as claim:
