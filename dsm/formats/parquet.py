@@ -311,12 +311,13 @@ class ParquetFormat(Format):
     ) -> Iterator[tuple[int, Iterator[pa.RecordBatch], BaseException | None]]:
         """``(group, its batches, the error that ended them early)`` for each row group, in order.
 
-        Row groups of a file read by offset (a pyarrow native file: local disk, the cache) are decoded
-        :data:`_GROUPS_AHEAD` at once on helper threads, each by its own reader of the same footer (one
-        reader is not safe to share between threads), where a group holds at most two batches of rows:
-        a row group's text column decodes on one core, so this is what puts a second core to work, and
-        what it holds decoded stays within a few batches. A stream read in order (an object store's
-        one-read file, which hashes the bytes as they pass) is decoded group by group as it is read.
+        Row groups of a file read by offset (pyarrow's own file, memory map or buffer: local disk, the
+        cache) are decoded :data:`_GROUPS_AHEAD` at once on helper threads, each by its own reader of the
+        same footer (one reader is not safe to share between threads), where a group holds at most two
+        batches of rows: a row group's text column decodes on one core, so this is what puts a second core
+        to work, and what it holds decoded stays within a few batches. A Python file object (an object
+        store's one-read file, which hashes the bytes in file order as they pass) is decoded group by
+        group as it is read.
         """
         metadata = parquet_file.metadata
         columns = list(target.names)
@@ -345,7 +346,8 @@ class ParquetFormat(Format):
             return group, batches, None
 
         small = all(metadata.row_group(g).num_rows <= 2 * batch_rows for g in row_groups)
-        if _GROUPS_AHEAD > 1 and isinstance(source, pa.NativeFile) and small and len(row_groups) > 1:
+        by_offset = isinstance(source, (pa.OSFile, pa.MemoryMappedFile, pa.BufferReader))  # not a PythonFile
+        if _GROUPS_AHEAD > 1 and by_offset and small and len(row_groups) > 1:
             for group, batches, error in checked_ahead(iter(row_groups), collected, ahead=_GROUPS_AHEAD):
                 yield group, iter(batches), error
             return

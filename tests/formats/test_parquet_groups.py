@@ -91,6 +91,10 @@ def test_groups_read_ahead_give_what_the_stream_gives(
     assert ahead == streamed
 
 
+def _read(source: Any) -> pa.Table:
+    return pa.Table.from_batches(list(FMT.iter_batches(source, shard="s.parquet", batch_rows=64)))
+
+
 def test_a_file_read_by_offset_decodes_its_groups_ahead(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -108,15 +112,19 @@ def test_a_file_read_by_offset_decodes_its_groups_ahead(
     path = tmp_path / "s.parquet"
     pq.write_table(table, path, row_group_size=100, compression="none", write_page_checksum=True)
     with pa.OSFile(str(path), "rb") as native:
-        back = pa.Table.from_batches(list(FMT.iter_batches(native, shard="s.parquet", batch_rows=64)))
-    assert back.equals(table)
+        assert _read(native).equals(table)
     assert parquet_module._GROUPS_AHEAD in calls
     calls.clear()
     with path.open("rb") as stream:
-        assert pa.Table.from_batches(list(FMT.iter_batches(stream, shard="s.parquet", batch_rows=64))).equals(
-            table
-        )
+        assert _read(stream).equals(table)
     assert parquet_module._GROUPS_AHEAD not in calls
+    with path.open("rb") as stream, pa.PythonFile(stream, mode="r") as wrapped:  # native, yet in order
+        assert _read(wrapped).equals(table)
+    assert parquet_module._GROUPS_AHEAD not in calls
+    with pa.memory_map(str(path)) as mapped:
+        assert _read(mapped).equals(table)
+    assert parquet_module._GROUPS_AHEAD in calls
+    calls.clear()
 
     damaged = bytearray(path.read_bytes())
     seventh = pq.ParquetFile(path).metadata.row_group(7).column(1)
