@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -71,3 +72,54 @@ def test_nulls_in_a_non_nullable_field_are_refused(tmp_path: Path) -> None:
 def test_unknown_compression_is_refused() -> None:
     with pytest.raises(InputError, match="compression"):
         ParquetFormat(compression="rar")
+
+
+def _dictionary_pages(path: Path) -> dict[str, bool]:
+    meta = pq.ParquetFile(path).metadata
+    return {
+        meta.row_group(0).column(c).path_in_schema: meta.row_group(0).column(c).has_dictionary_page
+        for c in range(meta.num_columns)
+    }
+
+
+def test_use_dictionary_leaves_out_the_columns_of_mostly_distinct_values(tmp_path: Path) -> None:
+    """A column of mostly distinct numbers, instants or text is written plain (a dictionary as large as
+    its values costs the hashing of every value and saves nothing); repeated values, nested leaves and
+    small files keep the dictionary; the choice depends on the rows, not on how they came in batches."""
+    rows = 5000
+    rng = np.random.default_rng(3)
+    table = pa.table(
+        {
+            "id": pa.array(np.arange(rows)),
+            "score": pa.array(rng.random(rows)),
+            "at": pa.array(np.arange(rows) * 1_000_000, pa.timestamp("us", "UTC")),
+            "text": pa.array([f"row {i} of many" for i in range(rows)]),
+            "label": pa.array(rng.choice(["cat", "dog", "fish"], rows)),
+            "bucket": pa.array(rng.integers(0, 100, rows)),
+            "half": pa.array(np.arange(rows) // 2),  # exactly half distinct: a dictionary still pays
+            "nested": pa.array([{"x": float(i)} for i in range(rows)]),
+        }
+    )
+    _write(tmp_path / "a.parquet", table)
+    assert _dictionary_pages(tmp_path / "a.parquet") == {
+        "id": False,
+        "score": False,
+        "at": False,
+        "text": False,
+        "label": True,
+        "bucket": True,
+        "half": True,
+        "nested.x": True,
+    }
+    assert pq.read_table(tmp_path / "a.parquet").equals(table)
+    with open(tmp_path / "b.parquet", "wb") as handle, ParquetFormat().open_writer(handle, table.schema) as w:  # type: ignore[arg-type]
+        for batch in table.to_batches(max_chunksize=333):
+            w.write_batch(batch)
+    assert (tmp_path / "b.parquet").read_bytes() == (tmp_path / "a.parquet").read_bytes()
+
+    _write(tmp_path / "small.parquet", table.slice(0, 500))  # too few values to judge: pyarrow's default
+    assert all(_dictionary_pages(tmp_path / "small.parquet").values())
+    _write(tmp_path / "none.parquet", table, use_dictionary=False)
+    assert not any(_dictionary_pages(tmp_path / "none.parquet").values())
+    _write(tmp_path / "empty.parquet", table.slice(0, 0))
+    assert pq.read_table(tmp_path / "empty.parquet").schema.equals(table.schema)
