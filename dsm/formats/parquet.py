@@ -24,8 +24,6 @@ from dsm.formats._common import (
     checked_ahead,
     conform_batch,
     describe_exception,
-    is_binary_like,
-    is_string_like,
     project_schema,
 )
 from dsm.formats.base import DEFAULT_BATCH_ROWS, Format, FormatWriter
@@ -452,9 +450,8 @@ _DICTIONARY_MIN_VALUES = 1_024
 
 def _dictionary_columns(first: pa.Table) -> bool | list[str]:
     """What ``use_dictionary`` hands pyarrow's writer for one file: ``True`` (every column), or the
-    Parquet column paths to dictionary-encode, without each top-level column of numbers, instants,
-    decimals, text or bytes whose first rows (up to 65,536, at least 1,024 values) are more than half
-    distinct values.
+    Parquet column paths to dictionary-encode, without each top-level column of numbers, instants or
+    decimals whose first rows (up to 65,536, at least 1,024 values) are more than half distinct values.
 
     pyarrow dictionary-encodes a column until its dictionary outgrows 1 MiB: a chunk of distinct numbers
     is hashed whole into a dictionary as large as the values, which made it the largest single cost of
@@ -470,10 +467,8 @@ def _dictionary_columns(first: pa.Table) -> bool | list[str]:
             or pa.types.is_floating(kind)
             or pa.types.is_temporal(kind)
             or pa.types.is_decimal(kind)
-            or is_string_like(kind)
-            or is_binary_like(kind)
         ):
-            continue
+            continue  # text: pyarrow's 1 MiB dictionary limit is met soon; counting it would copy it
         values = len(column) - column.null_count
         if values >= _DICTIONARY_MIN_VALUES and pc.count_distinct(column).as_py() * 2 > values:
             plain.add(field.name)
