@@ -96,7 +96,8 @@ def test_use_dictionary_leaves_out_the_columns_of_mostly_distinct_values(tmp_pat
             "text": pa.array([f"row {i} of many" for i in range(rows)]),
             "label": pa.array(rng.choice(["cat", "dog", "fish"], rows)),
             "bucket": pa.array(rng.integers(0, 100, rows)),
-            "half": pa.array(np.arange(rows) // 2),  # exactly half distinct: a dictionary still pays
+            "half": pa.array(np.arange(rows) // 2),  # half distinct: plain
+            "quarter": pa.array(np.arange(rows) // 4),  # exactly a quarter distinct: a dictionary
             "nested": pa.array([{"x": float(i)} for i in range(rows)]),
         }
     )
@@ -108,7 +109,8 @@ def test_use_dictionary_leaves_out_the_columns_of_mostly_distinct_values(tmp_pat
         "text": True,
         "label": True,
         "bucket": True,
-        "half": True,
+        "half": False,
+        "quarter": True,
         "nested.x": True,
     }
     assert pq.read_table(tmp_path / "a.parquet").equals(table)
