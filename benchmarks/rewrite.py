@@ -344,6 +344,9 @@ def bench_size(work: Path, shape: Shape, size_gb: float, registry: str, repeat: 
         dsm_runs, duck_runs = [], []
         for _ in range(repeat):  # alternate the two tools so that load from elsewhere hits both alike
             shutil.rmtree(dsm_cmd[3], ignore_errors=True)
+            # and the version the run before published: else dsm finds it "already published" (and
+            # now refuses, its files being gone), and a repeat would time nothing
+            shutil.rmtree(Path(registry) / f"{name}-out", ignore_errors=True)
             dsm_runs.append(timed(dsm_cmd, env))
             for previous in out.glob("duck*"):  # COPY refuses a folder that is not empty
                 shutil.rmtree(previous) if previous.is_dir() else previous.unlink()
