@@ -360,9 +360,9 @@ def test_dsm_installs_and_works_without_a_compiler(wheel_without_compiler: Path,
 
 
 @needs_kernel
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(
-    n=st.integers(0, 20_000) | st.sampled_from([8192, 65_536, 1 << 21]),
+    n=st.integers(0, 20_000) | st.sampled_from([8192, 65_536, 300_000]),
     key=st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=6),
 )
 def test_the_read_orders_permutation_is_the_same_on_both_paths(n: int, key: list[int]) -> None:
@@ -375,9 +375,9 @@ def test_the_read_orders_permutation_is_the_same_on_both_paths(n: int, key: list
 
 
 @needs_kernel
-def test_every_small_size_of_permutation_is_the_same_on_both_paths() -> None:
+def test_every_size_to_599_and_one_past_the_bucket_cap_is_the_same_on_both_paths() -> None:
     from dsm.hashing.permutation import keyed_permutation
 
-    for n in range(0, 600):
+    for n in [*range(0, 600), (1 << 21) + 5]:  # the last one past the kernel's cap of 2**20 buckets
         compiled, python = both_paths(lambda n=n: keyed_permutation(n, 2, 7, 0, 3, n))
-        assert compiled.tolist() == python.tolist(), n
+        assert np.array_equal(compiled, python), n
