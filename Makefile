@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 TORCH_CPU ?= torch==2.13.0+cpu
 PIP := $(BIN)/python -m pip --quiet --disable-pip-version-check
-HASH := $(shell cat pyproject.toml setup.py dsm/hashing/_rowhash.c | cksum | cut -d' ' -f1)
+HASH := $(shell cat pyproject.toml setup.py dsm/hashing/_rowhash.c dsm/formats/_jsonkernel.c | cksum | cut -d' ' -f1)
 BASE_STAMP := $(VENV)/.installed-base-$(HASH)
 STAMP := $(VENV)/.installed-test-$(HASH)
 
@@ -13,7 +13,8 @@ STAMP := $(VENV)/.installed-test-$(HASH)
 
 # The compiled fingerprint kernel (dsm/hashing/_rowhash.c) needs a C compiler and xxhash.h. As root on Debian/Ubuntu
 # they are installed here when missing; elsewhere, or if apt-get fails, dsm is built without the kernel and
-# computes the same fingerprints on its slower pure-Python path (`--json` provenance says so).
+# computes the same fingerprints on its slower pure-Python path (`--json` provenance says so). The JSON kernel
+# (dsm/formats/_jsonkernel.c) needs the compiler only; without it JSONL is read and written by pyarrow alone.
 kernel-deps:
 	@if ! printf '#include <xxhash.h>\n' | $${CC:-cc} -E -x c - >/dev/null 2>&1; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -30,7 +31,7 @@ kernel-deps:
 # dsm and its own dependencies only: what `pip install dsm` gives a user (the kernel built with it). --no-compile:
 # Python compiles the modules a command imports on first use instead of every module of pyarrow and numpy at
 # install time (a smaller, faster first install; the test extras below are compiled as usual).
-$(BASE_STAMP): pyproject.toml setup.py dsm/hashing/_rowhash.c | kernel-deps
+$(BASE_STAMP): pyproject.toml setup.py dsm/hashing/_rowhash.c dsm/formats/_jsonkernel.c | kernel-deps
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --no-compile -e .
 	rm -f $(VENV)/.installed-base-*

@@ -14,6 +14,12 @@ setup(
             sources=["dsm/hashing/_rowhash.c"],
             extra_compile_args=["-O3", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
             optional=True,
-        )
+        ),
+        Extension(
+            "dsm.formats._jsonkernel",
+            sources=["dsm/formats/_jsonkernel.c"],
+            extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+            optional=True,
+        ),
     ]
 )

@@ -339,7 +339,17 @@ def test_dsm_installs_and_works_without_a_compiler(wheel_without_compiler: Path,
         "from dsm.hashing.fingerprint import digest_batch\n"
         "from tests.test_fingerprint_vectors import vector_table\n"
         "d = digest_batch(vector_table())\n"
-        "print(json.dumps([dsm.__file__, d.unordered, d.ordered, k.provenance()]))\n"
+        # JSONL without its compiled kernel: pyarrow's parser and Arrow's join
+        "import io, pyarrow as pa\n"
+        "from dsm.formats import _flatjson\n"
+        "from dsm.formats.jsonl import JsonlFormat\n"
+        "t = pa.table({'a': [1, None], 'b': ['x', 'y']})\n"
+        "s = io.BytesIO(); w = JsonlFormat().open_writer(s, t.schema)\n"
+        "w.write_batch(t.to_batches()[0]); w.close()\n"
+        "r = JsonlFormat().iter_batches(io.BytesIO(s.getvalue()), shard='x', schema=t.schema)\n"
+        "back = pa.Table.from_batches(list(r))\n"
+        "jsonl = [_flatjson._kernel() is None, s.getvalue().decode(), back.equals(t)]\n"
+        "print(json.dumps([dsm.__file__, d.unordered, d.ordered, k.provenance(), jsonl]))\n"
     )
     # No site hooks (-S): the editable install of this checkout must not shadow the wheel's files.
     paths = [
@@ -353,7 +363,8 @@ def test_dsm_installs_and_works_without_a_compiler(wheel_without_compiler: Path,
     done = subprocess.run(
         [sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env, check=True, cwd=tmp_path
     )
-    where, unordered, ordered, shown = json.loads(done.stdout)
+    where, unordered, ordered, shown, jsonl = json.loads(done.stdout)
+    assert jsonl == [True, '{"a":1,"b":"x"}\n{"a":null,"b":"y"}\n', True]
     assert where.startswith(str(tmp_path / "site")), where
     assert (unordered, ordered) == (TABLE_UNORDERED, TABLE_ORDERED)
     assert shown["row_hashing"] == "python" and "was not built" in shown["notice"]

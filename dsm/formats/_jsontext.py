@@ -16,9 +16,17 @@ import pyarrow.compute as pc
 
 from dsm.errors import SchemaError
 from dsm.formats._common import b64encode_array, check_text_timestamps, is_binary_like, is_string_like
+from dsm.formats._flatjson import join_lines
 from dsm.formats._storage import convert_array
 
-__all__ = ["encode_lines", "escape_json_strings", "json_stored_type", "text_buffer", "unsupported_json_type"]
+__all__ = [
+    "encode_lines",
+    "encode_lines_bytes",
+    "escape_json_strings",
+    "json_stored_type",
+    "text_buffer",
+    "unsupported_json_type",
+]
 
 _TEXT = pa.large_string()
 _NULL_TEXT = pa.scalar("null", _TEXT)
@@ -180,6 +188,15 @@ def _object(
     separators around it (no copy of the column just to add them), and ``end`` closes each object."""
     if not names:
         return pa.repeat(_s("{}" + end[1:]), length)
+    return _join(*_object_parts(names, texts, quoted=quoted, end=end))
+
+
+def _object_parts(
+    names: Sequence[str], texts: Sequence[pa.Array], *, quoted: Sequence[bool] = (), end: str = "}"
+) -> list[pa.Array | pa.Scalar]:
+    """What ``_object`` joins: the constants (keys, separators) and the texts, in order."""
+    if not names:
+        return [_s("{}" + end[1:])]
     quotes = list(quoted) or [False] * len(names)
     parts: list[pa.Array | pa.Scalar] = []
     before = "{"
@@ -189,7 +206,7 @@ def _object(
         parts.append(text)
         before = ('"' if quote else "") + ","
     parts.append(_s(before[:-1] + end))
-    return _join(*parts)
+    return parts
 
 
 def _structs(array: pa.StructArray) -> pa.Array:
@@ -250,6 +267,21 @@ def encode_values(array: pa.Array) -> pa.Array:
 
 def encode_lines(batch: pa.RecordBatch) -> pa.Array:
     """One JSON object per row, keys in schema order, each text ending with ``\\n``."""
+    texts, quoted = _line_texts(batch)
+    return _object(batch.schema.names, texts, batch.num_rows, quoted=quoted, end="}\n")
+
+
+def encode_lines_bytes(batch: pa.RecordBatch) -> pa.Buffer:
+    """The bytes of ``encode_lines(batch)``, joined by the compiled kernel where it is built."""
+    texts, quoted = _line_texts(batch)
+    joined = join_lines(_object_parts(batch.schema.names, texts, quoted=quoted, end="}\n"), batch.num_rows)
+    if joined is not None:
+        return joined
+    return text_buffer(_object(batch.schema.names, texts, batch.num_rows, quoted=quoted, end="}\n"))
+
+
+def _line_texts(batch: pa.RecordBatch) -> tuple[list[pa.Array], list[bool]]:
+    """The texts of each column of a line, and whether the joining adds their quotes."""
     texts = []
     quoted = []
     for name, column in zip(batch.schema.names, batch.columns, strict=True):
@@ -263,7 +295,7 @@ def encode_lines(batch: pa.RecordBatch) -> pa.Array:
                 quoted.append(False)
         except SchemaError as exc:
             raise SchemaError(f'field "{name}": {exc}') from None
-    return _object(batch.schema.names, texts, batch.num_rows, quoted=quoted, end="}\n")
+    return texts, quoted
 
 
 def text_buffer(texts: pa.Array) -> pa.Buffer:

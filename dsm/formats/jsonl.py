@@ -1,8 +1,9 @@
 """JSON Lines: one JSON object per line, parsed with the contract's schema, never by guessing types.
 
-Reading goes block by block (about 16 MiB of whole lines) through pyarrow's C++ JSON parser with an explicit
-schema; only types that parser cannot read exactly (maps, base64 inside nested values), and any block it
-rejects, are parsed by a Python reader that also finds the 1-based line and the field at fault.
+Reading goes block by block (about 16 MiB of whole lines): blocks of flat rows through dsm's compiled scanner
+(:mod:`dsm.formats._flatjson`) where it accepts every line, else through pyarrow's C++ JSON parser with an
+explicit schema; only types that parser cannot read exactly (maps, base64 inside nested values), and any
+block it rejects, are parsed by a Python reader that also finds the 1-based line and the field at fault.
 
 It is longer than dsm's other modules (about 800 lines) because the fast path, the exact Python reader
 that names the line and field at fault, the seekable reading from a byte offset, the row index for random
@@ -43,7 +44,8 @@ from dsm.formats._common import (
     project_schema,
     read_span,
 )
-from dsm.formats._jsontext import encode_lines, json_stored_type, text_buffer, unsupported_json_type
+from dsm.formats._flatjson import FlatScanner
+from dsm.formats._jsontext import encode_lines_bytes, json_stored_type, unsupported_json_type
 from dsm.formats._lines import LineIndexBuilder, count_newlines, row_starts
 from dsm.formats.base import DEFAULT_BATCH_ROWS, Format, FormatWriter, SeekPoint
 from dsm.formats.index import ShardIndex
@@ -539,12 +541,15 @@ class _ChunkParser:
             if any(t is None for t in native)
             else pa.schema([pa.field(f.name, t) for f, t in zip(self._stored, native, strict=True)])
         )
+        self._scanner = None if self._native_schema is None else FlatScanner.of(self._native_schema)
 
     def parse(self, chunk: bytes, first_line: int) -> pa.Table:
         if not chunk or chunk.isspace():  # as ``not chunk.strip()``, without copying a 16 MiB chunk
             return self.schema.empty_table()
-        _check_nesting(chunk, first_line, self.shard)
-        table = self._parse_native(chunk) if self._native_schema is not None else None
+        table = self._scan_flat(chunk) if self._scanner is not None else None
+        if table is None:
+            _check_nesting(chunk, first_line, self.shard)
+            table = self._parse_native(chunk) if self._native_schema is not None else None
         if table is None:
             table = self._parse_python(chunk, first_line)
         if table.schema.equals(self.schema):
@@ -566,11 +571,21 @@ class _ChunkParser:
                 if "straddl" in str(exc) and block_size < len(chunk) + 1:
                     continue
                 return None
-            try:
-                return self._finish_native(table)
-            except (RowProblem, pa.ArrowException, ValueError):
-                return None
+            return self._finished(table)
         return None
+
+    def _scan_flat(self, chunk: bytes) -> pa.Table | None:
+        """The table from the compiled scanner of flat lines, or None where it leaves the chunk to pyarrow's
+        parser (a line outside its subset) or the rows are not valid (pyarrow's parser then decides)."""
+        assert self._scanner is not None
+        table = self._scanner.scan(chunk)
+        return None if table is None else self._finished(table)
+
+    def _finished(self, table: pa.Table) -> pa.Table | None:
+        try:
+            return self._finish_native(table)
+        except (RowProblem, pa.ArrowException, ValueError):
+            return None
 
     def _finish_native(self, table: pa.Table) -> pa.Table | None:
         table.validate(full=True)  # pyarrow's JSON parser does not check that strings are UTF-8
@@ -899,7 +914,7 @@ class _JsonlWriter(FormatWriter):
     def write_batch(self, batch: pa.RecordBatch) -> None:
         check_batch_schema(batch, self._schema, what="jsonl writer")
         if batch.num_rows:
-            self._out.write(text_buffer(encode_lines(batch)))
+            self._out.write(encode_lines_bytes(batch))
 
     def close(self) -> None:
         if not self._closed:

@@ -1,0 +1,647 @@
+/* The compiled kernel of JSON Lines: dsm.formats._jsonkernel, built with dsm where there is a C compiler.
+ *
+ * join(parts, rows, out) writes the lines of a batch: row by row, each part in turn, a constant (the keys
+ * and separators) or the row's text of one column (offsets and bytes of an Arrow string array).
+ *
+ * scan(chunk, kinds, names, units, outputs, rows) parses a run of whole lines, each one JSON object whose
+ * values are numbers, booleans, strings, timestamps in ISO-8601 text or null, straight into Arrow buffers
+ * the caller allocated (NumPy arrays), with the GIL released. It accepts only a strict subset of JSON, the
+ * one dsm writes and the one most writers of flat rows write, and returns None as soon as a line leaves
+ * it (an escape in a string, a nested value, a duplicate or unknown key, an integer out of range, a
+ * number that cannot be converted exactly by the rules below, a blank line, any whitespace but space and
+ * tab, ...). The caller then parses the same chunk with pyarrow's JSON parser as before, which decides
+ * what the line means or which error it is. So whatever this scanner accepts, it reads as pyarrow reads
+ * it; the tests compare both on generated lines.
+ *
+ * Numbers: integers by the JSON grammar without a fraction or exponent (no "-0", no leading zeros), range
+ * checked for the field's type; floats by the JSON grammar, converted with correct rounding to the field's
+ * own width (never through double for float32, as pyarrow does): exactly from a mantissa up to 2^53 (float:
+ * 2^24) and a power of ten up to 22 (float: 10), else by the C library's strtod/strtof in the "C" locale.
+ * Exponents past 300, results that overflow or are subnormal and tokens over 127 bytes are left to pyarrow.
+ * Timestamps: "YYYY-MM-DDTHH:MM:SS", an optional fraction of at most the unit's digits, and "Z" exactly
+ * when the field has a time zone.
+ * Strings are copied as they are (no escapes); the caller validates their UTF-8.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <locale.h>
+#include <math.h>
+#include <float.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    K_I8 = 1, K_I16, K_I32, K_I64, K_U8, K_U16, K_U32, K_U64,
+    K_F32, K_F64, K_BOOL, K_STR32, K_STR64, K_TS, K_LAST
+};
+#define TS_ZONED 16 /* units[i] = fraction digits of the unit (0, 3, 6, 9) | TS_ZONED */
+
+typedef struct {
+    int kind;
+    int unit;
+    const char *name;
+    Py_ssize_t name_len;
+    uint8_t *values;   /* fixed-width values, string offsets or the boolean bitmap */
+    uint8_t *validity; /* zeroed bitmap */
+    uint8_t *data;     /* string bytes */
+    Py_ssize_t data_cap;
+    int64_t data_used;
+    int64_t nulls;
+    int64_t seen_row;
+} Field;
+
+static locale_t c_locale = (locale_t)0;
+
+static const double POW10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+static const float POW10F[11] = {1e0f, 1e1f, 1e2f, 1e3f, 1e4f, 1e5f, 1e6f, 1e7f, 1e8f, 1e9f, 1e10f};
+static const int64_t SCALE[10] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000, 1000000000};
+
+#define IS_DIGIT(c) ((unsigned char)((c) - '0') < 10)
+#define SKIP_WS(p, e) while ((p) < (e) && (*(p) == ' ' || *(p) == '\t')) ++(p)
+
+/* After a number or literal: the value ends here (whitespace, ',' or '}'), else the line is not ours. */
+static inline int value_ends(const char *p, const char *e) {
+    return p < e && (*p == ',' || *p == '}' || *p == ' ' || *p == '\t');
+}
+
+static inline void set_bit(uint8_t *bits, int64_t i) { bits[i >> 3] |= (uint8_t)(1u << (i & 7)); }
+
+/* An integer by the JSON grammar; 0 when the token is not one this scanner accepts. */
+static int parse_int(const char **pp, const char *e, int kind, uint8_t *out, int64_t row) {
+    const char *p = *pp;
+    int neg = 0;
+    uint64_t u = 0;
+    if (p < e && *p == '-') { neg = 1; ++p; }
+    if (p >= e || !IS_DIGIT(*p)) return 0;
+    if (*p == '0') {
+        ++p;
+        if (neg) return 0; /* "-0": the Python reader's rule, not pyarrow's */
+        if (p < e && IS_DIGIT(*p)) return 0;
+    } else {
+        while (p < e && IS_DIGIT(*p)) {
+            unsigned d = (unsigned)(*p - '0');
+            if (u > (UINT64_MAX - d) / 10) return 0;
+            u = u * 10 + d;
+            ++p;
+        }
+    }
+    if (p < e && (*p == '.' || *p == 'e' || *p == 'E')) return 0;
+    if (!value_ends(p, e)) return 0;
+    if (kind >= K_U8 && kind <= K_U64) {
+        if (neg) return 0;
+        switch (kind) {
+        case K_U8: if (u > UINT8_MAX) return 0; ((uint8_t *)out)[row] = (uint8_t)u; break;
+        case K_U16: if (u > UINT16_MAX) return 0; ((uint16_t *)out)[row] = (uint16_t)u; break;
+        case K_U32: if (u > UINT32_MAX) return 0; ((uint32_t *)out)[row] = (uint32_t)u; break;
+        default: ((uint64_t *)out)[row] = u; break;
+        }
+    } else {
+        int64_t v;
+        if (neg) {
+            if (u > (uint64_t)INT64_MAX + 1) return 0;
+            v = u == 0 ? 0 : -(int64_t)(u - 1) - 1;
+        } else {
+            if (u > (uint64_t)INT64_MAX) return 0;
+            v = (int64_t)u;
+        }
+        switch (kind) {
+        case K_I8: if (v < INT8_MIN || v > INT8_MAX) return 0; ((int8_t *)out)[row] = (int8_t)v; break;
+        case K_I16: if (v < INT16_MIN || v > INT16_MAX) return 0; ((int16_t *)out)[row] = (int16_t)v; break;
+        case K_I32: if (v < INT32_MIN || v > INT32_MAX) return 0; ((int32_t *)out)[row] = (int32_t)v; break;
+        default: ((int64_t *)out)[row] = v; break;
+        }
+    }
+    *pp = p;
+    return 1;
+}
+
+/* A float by the JSON grammar, correctly rounded to the field's width; 0 when not accepted. */
+static int parse_float(const char **pp, const char *e, int kind, uint8_t *out, int64_t row) {
+    const char *start = *pp, *p = *pp;
+    int neg = 0, digits = 0, truncated = 0;
+    uint64_t m = 0;
+    int64_t exp10 = 0;
+    if (p < e && *p == '-') { neg = 1; ++p; }
+    if (p >= e || !IS_DIGIT(*p)) return 0;
+    if (*p == '0') {
+        ++p;
+        if (p < e && IS_DIGIT(*p)) return 0;
+    } else {
+        while (p < e && IS_DIGIT(*p)) {
+            if (digits < 19) { m = m * 10 + (uint64_t)(*p - '0'); ++digits; }
+            else { truncated |= *p != '0'; ++exp10; }
+            ++p;
+        }
+    }
+    if (p < e && *p == '.') {
+        ++p;
+        if (p >= e || !IS_DIGIT(*p)) return 0;
+        while (p < e && IS_DIGIT(*p)) {
+            if (m == 0 && *p == '0') { --exp10; }
+            else if (digits < 19) { m = m * 10 + (uint64_t)(*p - '0'); ++digits; --exp10; }
+            else { truncated |= *p != '0'; }
+            ++p;
+        }
+    }
+    if (p < e && (*p == 'e' || *p == 'E')) {
+        int eneg = 0;
+        int64_t ev = 0;
+        ++p;
+        if (p < e && (*p == '+' || *p == '-')) { eneg = *p == '-'; ++p; }
+        if (p >= e || !IS_DIGIT(*p)) return 0;
+        while (p < e && IS_DIGIT(*p)) {
+            if (ev < 100000) ev = ev * 10 + (*p - '0');
+            ++p;
+        }
+        /* pyarrow's tokenizer refuses a positive exponent past 308 plus the fraction's digits, whatever
+         * the digits are ("0e309"); below 300 it never does */
+        if (!eneg && ev > 300) return 0;
+        exp10 += eneg ? -ev : ev;
+    }
+    if (!value_ends(p, e)) return 0;
+    if (kind == K_F64) {
+        double d;
+        if (!truncated && m <= (1ull << 53) && exp10 >= -22 && exp10 <= 22) {
+            d = (double)m;
+            d = exp10 < 0 ? d / POW10[-exp10] : d * POW10[exp10];
+            if (neg) d = -d;
+        } else {
+            char buf[128];
+            char *end;
+            size_t len = (size_t)(p - start);
+            if (len >= sizeof buf) return 0;
+            memcpy(buf, start, len);
+            buf[len] = 0;
+            d = strtod_l(buf, &end, c_locale);
+            if (end != buf + len) return 0;
+            if (isinf(d) || (d != 0 && fabs(d) < DBL_MIN) || (d == 0 && m != 0)) return 0;
+        }
+        ((double *)out)[row] = d;
+    } else {
+        float f;
+        if (!truncated && m <= (1ull << 24) && exp10 >= -10 && exp10 <= 10) {
+            f = (float)m;
+            f = exp10 < 0 ? f / POW10F[-exp10] : f * POW10F[exp10];
+            if (neg) f = -f;
+        } else {
+            char buf[128];
+            char *end;
+            size_t len = (size_t)(p - start);
+            if (len >= sizeof buf) return 0;
+            memcpy(buf, start, len);
+            buf[len] = 0;
+            f = strtof_l(buf, &end, c_locale);
+            if (end != buf + len) return 0;
+            if (isinf(f) || (f != 0 && fabsf(f) < FLT_MIN) || (f == 0 && m != 0)) return 0;
+        }
+        ((float *)out)[row] = f;
+    }
+    *pp = p;
+    return 1;
+}
+
+/* The end of a string's bytes (at its closing quote), or NULL for an escape or a control character. */
+static inline const char *string_end(const char *p, const char *e) {
+    while (p < e) {
+        unsigned char c = (unsigned char)*p;
+        if (c == '"') return p;
+        if (c == '\\' || c < 0x20) return NULL;
+        ++p;
+    }
+    return NULL;
+}
+
+static inline int digits_at(const char *p, int n, int *value) {
+    int v = 0;
+    for (int i = 0; i < n; ++i) {
+        if (!IS_DIGIT(p[i])) return 0;
+        v = v * 10 + (p[i] - '0');
+    }
+    *value = v;
+    return 1;
+}
+
+static int64_t days_from_civil(int64_t y, int m, int d) {
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;
+    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+/* A quoted ISO-8601 instant at p (its opening quote); 0 when not in the accepted form. */
+static int parse_timestamp(const char **pp, const char *e, int unit, int64_t *out) {
+    static const int MONTH_DAYS[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    const char *p = *pp + 1;
+    const char *end = string_end(p, e);
+    int y, mo, d, h, mi, s, frac = 0, nfrac = 0;
+    int unit_digits = unit & 15, zoned = (unit & TS_ZONED) != 0;
+    if (end == NULL || end - p < 19) return 0;
+    if (!digits_at(p, 4, &y) || p[4] != '-' || !digits_at(p + 5, 2, &mo) || p[7] != '-' ||
+        !digits_at(p + 8, 2, &d) || p[10] != 'T' || !digits_at(p + 11, 2, &h) || p[13] != ':' ||
+        !digits_at(p + 14, 2, &mi) || p[16] != ':' || !digits_at(p + 17, 2, &s))
+        return 0;
+    p += 19;
+    if (p < end && *p == '.') {
+        ++p;
+        while (p < end && IS_DIGIT(*p)) {
+            if (nfrac >= unit_digits) return 0;
+            frac = frac * 10 + (*p - '0');
+            ++nfrac;
+            ++p;
+        }
+        if (nfrac == 0) return 0;
+    }
+    if (zoned) {
+        if (p >= end || *p != 'Z') return 0;
+        ++p;
+    }
+    if (p != end) return 0;
+    if (y < 1 || mo < 1 || mo > 12 || d < 1 || h > 23 || mi > 59 || s > 59) return 0;
+    int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    if (d > MONTH_DAYS[mo - 1] + (mo == 2 && leap)) return 0;
+    int64_t seconds = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + s, value;
+    if (__builtin_mul_overflow(seconds, SCALE[unit_digits], &value)) return 0;
+    if (__builtin_add_overflow(value, (int64_t)frac * SCALE[unit_digits - nfrac], &value)) return 0;
+    *out = value;
+    *pp = end + 1;
+    return value_ends(*pp, e);
+}
+
+/* The field a key names: the next field first (keys in schema order), else any. */
+static inline Py_ssize_t find_field(Field *fields, Py_ssize_t n, Py_ssize_t guess, const char *key, Py_ssize_t len) {
+    if (guess < n && fields[guess].name_len == len && memcmp(fields[guess].name, key, (size_t)len) == 0)
+        return guess;
+    for (Py_ssize_t i = 0; i < n; ++i)
+        if (fields[i].name_len == len && memcmp(fields[i].name, key, (size_t)len) == 0) return i;
+    return -1;
+}
+
+static void set_null(Field *f, int64_t row) {
+    ++f->nulls;
+    switch (f->kind) {
+    case K_I8: case K_U8: ((uint8_t *)f->values)[row] = 0; break;
+    case K_I16: case K_U16: ((uint16_t *)f->values)[row] = 0; break;
+    case K_I32: case K_U32: ((uint32_t *)f->values)[row] = 0; break;
+    case K_F32: ((float *)f->values)[row] = 0; break;
+    case K_I64: case K_U64: case K_TS: ((int64_t *)f->values)[row] = 0; break;
+    case K_F64: ((double *)f->values)[row] = 0; break;
+    case K_BOOL: break; /* the bitmap is zeroed */
+    case K_STR32: ((int32_t *)f->values)[row + 1] = (int32_t)f->data_used; break;
+    case K_STR64: ((int64_t *)f->values)[row + 1] = f->data_used; break;
+    }
+}
+
+/* One value at p for field f; 0 when not accepted. */
+static int parse_value(const char **pp, const char *e, Field *f, int64_t row) {
+    const char *p = *pp;
+    if (p >= e) return 0;
+    if (*p == 'n') {
+        if (e - p < 4 || memcmp(p, "null", 4) != 0 || !value_ends(p + 4, e)) return 0;
+        set_null(f, row);
+        *pp = p + 4;
+        return 1;
+    }
+    switch (f->kind) {
+    case K_F32: case K_F64:
+        if (!parse_float(pp, e, f->kind, f->values, row)) return 0;
+        break;
+    case K_BOOL:
+        if (e - p >= 4 && memcmp(p, "true", 4) == 0 && value_ends(p + 4, e)) {
+            set_bit(f->values, row);
+            *pp = p + 4;
+        } else if (e - p >= 5 && memcmp(p, "false", 5) == 0 && value_ends(p + 5, e)) {
+            *pp = p + 5;
+        } else {
+            return 0;
+        }
+        break;
+    case K_STR32: case K_STR64: {
+        if (*p != '"') return 0;
+        const char *end = string_end(p + 1, e);
+        if (end == NULL) return 0;
+        int64_t len = end - (p + 1);
+        if (len > f->data_cap - f->data_used) return 0;
+        memcpy(f->data + f->data_used, p + 1, (size_t)len);
+        f->data_used += len;
+        if (f->kind == K_STR32) {
+            if (f->data_used > INT32_MAX) return 0;
+            ((int32_t *)f->values)[row + 1] = (int32_t)f->data_used;
+        } else {
+            ((int64_t *)f->values)[row + 1] = f->data_used;
+        }
+        *pp = end + 1;
+        if (!value_ends(*pp, e)) return 0;
+        break;
+    }
+    case K_TS:
+        if (*p != '"' || !parse_timestamp(pp, e, f->unit, &((int64_t *)f->values)[row])) return 0;
+        break;
+    default:
+        if (!parse_int(pp, e, f->kind, f->values, row)) return 0;
+    }
+    set_bit(f->validity, row);
+    return 1;
+}
+
+/* Every line of [p, e); the number of rows, or -1 where a line is not in the accepted subset. */
+static int64_t scan_lines(const char *p, const char *e, Field *fields, Py_ssize_t n, int64_t rows) {
+    int64_t row = 0;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        if (fields[i].kind == K_STR32) ((int32_t *)fields[i].values)[0] = 0;
+        if (fields[i].kind == K_STR64) ((int64_t *)fields[i].values)[0] = 0;
+    }
+    while (p < e) {
+        if (row >= rows) return -1;
+        SKIP_WS(p, e);
+        if (p >= e || *p != '{') return -1;
+        ++p;
+        SKIP_WS(p, e);
+        Py_ssize_t next = 0;
+        if (p < e && *p == '}') {
+            ++p;
+        } else {
+            for (;;) {
+                if (p >= e || *p != '"') return -1;
+                const char *key = p + 1, *key_end = string_end(key, e);
+                if (key_end == NULL) return -1;
+                Py_ssize_t index = find_field(fields, n, next, key, key_end - key);
+                if (index < 0 || fields[index].seen_row == row) return -1;
+                Field *f = &fields[index];
+                f->seen_row = row;
+                next = index + 1;
+                p = key_end + 1;
+                SKIP_WS(p, e);
+                if (p >= e || *p != ':') return -1;
+                ++p;
+                SKIP_WS(p, e);
+                if (!parse_value(&p, e, f, row)) return -1;
+                SKIP_WS(p, e);
+                if (p < e && *p == ',') {
+                    ++p;
+                    SKIP_WS(p, e);
+                    continue;
+                }
+                if (p < e && *p == '}') {
+                    ++p;
+                    break;
+                }
+                return -1;
+            }
+        }
+        SKIP_WS(p, e);
+        if (p < e) {
+            if (*p != '\n') return -1;
+            ++p;
+        }
+        for (Py_ssize_t i = 0; i < n; ++i)
+            if (fields[i].seen_row != row) set_null(&fields[i], row);
+        ++row;
+    }
+    return row;
+}
+
+static int item_size(int kind) {
+    switch (kind) {
+    case K_I8: case K_U8: return 1;
+    case K_I16: case K_U16: return 2;
+    case K_I32: case K_U32: case K_F32: return 4;
+    default: return 8;
+    }
+}
+
+static int need(Py_buffer *view, Py_ssize_t bytes, const char *what) {
+    if (view->len < bytes) {
+        PyErr_Format(PyExc_ValueError, "%s buffer holds %zd bytes, %zd are needed", what, view->len, bytes);
+        return 0;
+    }
+    return 1;
+}
+
+static PyObject *scan(PyObject *self, PyObject *args) {
+    Py_buffer chunk;
+    const char *kinds;
+    Py_ssize_t n;
+    PyObject *names, *units, *outputs;
+    long long rows;
+    if (!PyArg_ParseTuple(args, "y*y#O!O!O!L", &chunk, &kinds, &n, &PyTuple_Type, &names, &PyTuple_Type, &units,
+                          &PyTuple_Type, &outputs, &rows))
+        return NULL;
+    PyObject *result = NULL;
+    Field *fields = NULL;
+    Py_buffer *views = NULL;
+    Py_ssize_t held = 0;
+    if (PyTuple_GET_SIZE(names) != n || PyTuple_GET_SIZE(units) != n || PyTuple_GET_SIZE(outputs) != n || rows < 0) {
+        PyErr_SetString(PyExc_ValueError, "kinds, names, units and outputs differ in length, or rows < 0");
+        goto done;
+    }
+    fields = PyMem_Calloc((size_t)n + 1, sizeof(Field));
+    views = PyMem_Calloc((size_t)n * 3 + 1, sizeof(Py_buffer));
+    if (fields == NULL || views == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        Field *f = &fields[i];
+        PyObject *name = PyTuple_GET_ITEM(names, i), *out = PyTuple_GET_ITEM(outputs, i);
+        f->kind = (unsigned char)kinds[i];
+        f->unit = (int)PyLong_AsLong(PyTuple_GET_ITEM(units, i));
+        f->seen_row = -1;
+        if (f->kind < K_I8 || f->kind >= K_LAST || (f->unit & 15) > 9) {
+            PyErr_Format(PyExc_ValueError, "field %zd: unknown kind %d or unit %d", i, f->kind, f->unit);
+            goto done;
+        }
+        if (!PyBytes_Check(name) || !PyTuple_Check(out) || PyTuple_GET_SIZE(out) != 3) {
+            PyErr_SetString(PyExc_TypeError, "names are bytes and outputs (values, validity, data) tuples");
+            goto done;
+        }
+        f->name = PyBytes_AS_STRING(name);
+        f->name_len = PyBytes_GET_SIZE(name);
+        int string = f->kind == K_STR32 || f->kind == K_STR64;
+        for (int j = 0; j < 3; ++j) {
+            PyObject *buf = PyTuple_GET_ITEM(out, j);
+            if (buf == Py_None) {
+                if (j < 2 || string) {
+                    PyErr_Format(PyExc_ValueError, "field %zd: buffer %d is missing", i, j);
+                    goto done;
+                }
+                continue;
+            }
+            if (PyObject_GetBuffer(buf, &views[held], PyBUF_WRITABLE) < 0) goto done;
+            Py_buffer *view = &views[held++];
+            if (j == 0) {
+                Py_ssize_t bytes = f->kind == K_BOOL ? (rows + 7) / 8
+                                   : string ? (rows + 1) * (f->kind == K_STR32 ? 4 : 8)
+                                            : rows * item_size(f->kind);
+                if (!need(view, bytes, "values")) goto done;
+                f->values = view->buf;
+            } else if (j == 1) {
+                if (!need(view, (rows + 7) / 8, "validity")) goto done;
+                f->validity = view->buf;
+            } else {
+                f->data = view->buf;
+                f->data_cap = view->len;
+            }
+        }
+    }
+    int64_t got;
+    Py_BEGIN_ALLOW_THREADS
+    got = scan_lines(chunk.buf, (const char *)chunk.buf + chunk.len, fields, n, rows);
+    Py_END_ALLOW_THREADS
+    if (got != rows) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    result = PyTuple_New(n);
+    if (result == NULL) goto done;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        PyObject *item = Py_BuildValue("(LL)", (long long)fields[i].data_used, (long long)fields[i].nulls);
+        if (item == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyTuple_SET_ITEM(result, i, item);
+    }
+done:
+    for (Py_ssize_t i = 0; i < held; ++i) PyBuffer_Release(&views[i]);
+    PyMem_Free(views);
+    PyMem_Free(fields);
+    PyBuffer_Release(&chunk);
+    return result;
+}
+
+/* One part of a line: a constant, or the texts of a string array (offsets of 4 or 8 bytes from `first`). */
+typedef struct {
+    const char *bytes; /* the constant, or the array's bytes */
+    Py_ssize_t len;    /* the constant's length, or the array's bytes' */
+    const uint8_t *offsets;
+    int wide;
+    Py_ssize_t first;
+} Part;
+
+static inline int64_t offset_at(const Part *part, Py_ssize_t i) {
+    return part->wide ? ((const int64_t *)part->offsets)[i] : ((const int32_t *)part->offsets)[i];
+}
+
+static int join_rows(const Part *parts, Py_ssize_t n, int64_t rows, char *out, int64_t cap) {
+    int64_t at = 0;
+    for (int64_t row = 0; row < rows; ++row) {
+        for (Py_ssize_t i = 0; i < n; ++i) {
+            const Part *part = &parts[i];
+            const char *from;
+            int64_t len;
+            if (part->offsets == NULL) {
+                from = part->bytes;
+                len = part->len;
+            } else {
+                int64_t start = offset_at(part, part->first + row), end = offset_at(part, part->first + row + 1);
+                if (start < 0 || end < start || end > part->len) return 0;
+                from = part->bytes + start;
+                len = end - start;
+            }
+            if (len > cap - at) return 0;
+            memcpy(out + at, from, (size_t)len);
+            at += len;
+        }
+    }
+    return at == cap;
+}
+
+static PyObject *join(PyObject *self, PyObject *args) {
+    PyObject *specs;
+    long long rows;
+    Py_buffer out;
+    if (!PyArg_ParseTuple(args, "O!Lw*", &PyTuple_Type, &specs, &rows, &out)) return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(specs), held = 0;
+    PyObject *result = NULL;
+    Part *parts = PyMem_Calloc((size_t)n + 1, sizeof(Part));
+    Py_buffer *views = PyMem_Calloc((size_t)n * 2 + 1, sizeof(Py_buffer));
+    if (parts == NULL || views == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (rows < 0) {
+        PyErr_SetString(PyExc_ValueError, "rows < 0");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        PyObject *spec = PyTuple_GET_ITEM(specs, i);
+        Part *part = &parts[i];
+        if (PyBytes_Check(spec)) {
+            part->bytes = PyBytes_AS_STRING(spec);
+            part->len = PyBytes_GET_SIZE(spec);
+            continue;
+        }
+        PyObject *offsets, *data;
+        Py_ssize_t first;
+        int wide;
+        if (!PyArg_ParseTuple(spec, "OOnp", &offsets, &data, &first, &wide)) goto done;
+        if (PyObject_GetBuffer(offsets, &views[held], PyBUF_SIMPLE) < 0) goto done;
+        Py_buffer *ov = &views[held++];
+        if (PyObject_GetBuffer(data, &views[held], PyBUF_SIMPLE) < 0) goto done;
+        Py_buffer *dv = &views[held++];
+        if (first < 0 || ov->len < (first + rows + 1) * (wide ? 8 : 4)) {
+            PyErr_Format(PyExc_ValueError, "part %zd: the offsets do not cover %lld rows from %zd", i, rows, first);
+            goto done;
+        }
+        part->offsets = ov->buf;
+        part->wide = wide;
+        part->first = first;
+        part->bytes = dv->buf;
+        part->len = dv->len;
+    }
+    int ok;
+    Py_BEGIN_ALLOW_THREADS
+    ok = join_rows(parts, n, rows, out.buf, out.len);
+    Py_END_ALLOW_THREADS
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "the parts' texts do not fill the output exactly");
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    for (Py_ssize_t i = 0; i < held; ++i) PyBuffer_Release(&views[i]);
+    PyMem_Free(views);
+    PyMem_Free(parts);
+    PyBuffer_Release(&out);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"join", join, METH_VARARGS, "join(parts, rows, out) -> None: the lines of a batch, row by row, into out"},
+    {"scan", scan, METH_VARARGS,
+     "scan(chunk, kinds, names, units, outputs, rows) -> ((data bytes, nulls) per field) or None"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, .m_name = "_jsonkernel", .m_doc = NULL, .m_size = -1, .m_methods = methods,
+};
+
+PyMODINIT_FUNC PyInit__jsonkernel(void) {
+    if (c_locale == (locale_t)0) {
+        c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0);
+        if (c_locale == (locale_t)0) {
+            PyErr_SetString(PyExc_ImportError, "cannot create the C locale");
+            return NULL;
+        }
+    }
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    static const struct { const char *name; int value; } constants[] = {
+        {"I8", K_I8}, {"I16", K_I16}, {"I32", K_I32}, {"I64", K_I64}, {"U8", K_U8}, {"U16", K_U16},
+        {"U32", K_U32}, {"U64", K_U64}, {"F32", K_F32}, {"F64", K_F64}, {"BOOL", K_BOOL},
+        {"STR32", K_STR32}, {"STR64", K_STR64}, {"TS", K_TS}, {"TS_ZONED", TS_ZONED},
+    };
+    for (size_t i = 0; i < sizeof constants / sizeof constants[0]; ++i) {
+        if (PyModule_AddIntConstant(m, constants[i].name, constants[i].value) < 0) {
+            Py_DECREF(m);
+            return NULL;
+        }
+    }
+    return m;
+}
