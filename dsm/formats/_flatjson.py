@@ -7,7 +7,8 @@ accepts a strict subset of JSON and says None for a chunk with any line outside 
 parses that chunk with pyarrow as before, so what a file means is decided by the same rules either way
 (the tests compare the two on generated lines).
 
-Writing: :func:`join_lines` copies the texts of a batch's columns and the constants between them into
+Writing: :func:`escapes_present` finds in one pass which escapes a column's text needs, and
+:func:`join_lines` copies the texts of a batch's columns and the constants between them into
 one buffer of lines, row by row (Arrow's element-wise join of the same parts costs about 50 ns a part).
 
 ``DSM_JSON_KERNEL=python`` turns both off; where the kernel is not built, both are off.
@@ -32,7 +33,7 @@ import pyarrow as pa
 
 from dsm.formats._lines import count_newlines
 
-__all__ = ["ENV_VAR", "FlatScanner", "join_lines"]
+__all__ = ["ENV_VAR", "FlatScanner", "escapes_present", "join_lines"]
 
 ENV_VAR = "DSM_JSON_KERNEL"
 
@@ -62,6 +63,15 @@ def _kernel() -> ModuleType | None:
 
 def _enabled() -> bool:
     return os.environ.get(ENV_VAR, "").strip().lower() != "python" and _kernel() is not None
+
+
+def escapes_present(data: np.ndarray) -> int | None:
+    """Which bytes JSON strings escape occur in ``data`` (bits 0-31: those control characters, 32: a
+    backslash, 33: a quote), in one pass; None where the kernel is off."""
+    kernel = _kernel()
+    if kernel is None or not _enabled():
+        return None
+    return int(kernel.escapes(data))
 
 
 def join_lines(parts: list[pa.Array | pa.Scalar], rows: int) -> pa.Buffer | None:

@@ -1,5 +1,8 @@
 /* The compiled kernel of JSON Lines: dsm.formats._jsonkernel, built with dsm where there is a C compiler.
  *
+ * escapes(data) says which bytes that JSON strings escape occur in data: one pass, for the writer to run only
+ * the replacements it needs.
+ *
  * join(parts, rows, out) writes the lines of a batch: row by row, each part in turn, a constant (the keys
  * and separators) or the row's text of one column (offsets and bytes of an Arrow string array).
  *
@@ -611,7 +614,26 @@ done:
     return result;
 }
 
+/* Bits 0-31: the control characters present; bit 32: a backslash; bit 33: a quote. */
+static PyObject *escapes(PyObject *self, PyObject *args) {
+    Py_buffer data;
+    if (!PyArg_ParseTuple(args, "y*", &data)) return NULL;
+    uint64_t found = 0;
+    Py_BEGIN_ALLOW_THREADS
+    const unsigned char *p = data.buf, *e = p + data.len;
+    uint8_t seen[256] = {0};
+    for (; p < e; ++p) seen[*p] = 1;
+    for (int c = 0; c < 0x20; ++c)
+        if (seen[c]) found |= 1ull << c;
+    if (seen['\\']) found |= 1ull << 32;
+    if (seen['"']) found |= 1ull << 33;
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&data);
+    return PyLong_FromUnsignedLongLong(found);
+}
+
 static PyMethodDef methods[] = {
+    {"escapes", escapes, METH_VARARGS, "escapes(data) -> int: bits 0-31 control characters, 32 backslash, 33 quote"},
     {"join", join, METH_VARARGS, "join(parts, rows, out) -> None: the lines of a batch, row by row, into out"},
     {"scan", scan, METH_VARARGS,
      "scan(chunk, kinds, names, units, outputs, rows) -> ((data bytes, nulls) per field) or None"},

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from dsm.errors import SchemaError
 from dsm.formats._common import b64encode_array, check_text_timestamps, is_binary_like, is_string_like
-from dsm.formats._flatjson import join_lines
+from dsm.formats._flatjson import escapes_present, join_lines
 from dsm.formats._storage import convert_array
 
 __all__ = [
@@ -106,22 +106,31 @@ def _bytes_of(text: pa.Array) -> np.ndarray:
     return np.frombuffer(text.buffers()[2], dtype=np.uint8, count=end - start, offset=start)
 
 
+def _escapes_in(raw: np.ndarray) -> tuple[bool, bool, set[int]]:
+    """Whether ``raw`` holds a backslash, a quote, and which control characters: one pass of the compiled
+    kernel where it is built, else three NumPy passes."""
+    found = escapes_present(raw)
+    if found is not None:
+        return bool(found >> 32 & 1), bool(found >> 33 & 1), {c for c in range(0x20) if found >> c & 1}
+    controls = raw[raw < 0x20]
+    present = set(np.unique(controls).tolist()) if len(controls) else set()
+    return bool(np.count_nonzero(raw == 0x5C)), bool(np.count_nonzero(raw == 0x22)), present
+
+
 def escape_json_strings(strings: pa.Array) -> pa.Array:
     """The body of a JSON string literal for each value (``"``, ``\\`` and control characters escaped).
 
-    One vectorised scan of the values' bytes finds which of the escapes occur; only those replacement
+    One scan of the values' bytes finds which of the escapes occur; only those replacement
     passes run (most text needs none, or one or two).
     """
     text = strings.cast(_TEXT)
-    raw = _bytes_of(text)
-    if np.count_nonzero(raw == 0x5C):
+    backslash, quote, present = _escapes_in(_bytes_of(text))
+    if backslash:
         text = pc.replace_substring(text, "\\", "\\\\")
-    if np.count_nonzero(raw == 0x22):
+    if quote:
         text = pc.replace_substring(text, '"', '\\"')
-    controls = raw[raw < 0x20]
-    if not len(controls):
+    if not present:
         return text
-    present = set(np.unique(controls).tolist())
     for raw_char, escaped in _COMMON_ESCAPES:
         if ord(raw_char) in present:
             text = pc.replace_substring(text, raw_char, escaped)

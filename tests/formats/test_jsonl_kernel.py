@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 from dsm.errors import FormatError
 from dsm.formats import _flatjson
 from dsm.formats._flatjson import FlatScanner
-from dsm.formats._jsontext import encode_lines, encode_lines_bytes, json_stored_type, text_buffer
+from dsm.formats._jsontext import _escapes_in, encode_lines, encode_lines_bytes, json_stored_type, text_buffer
 from dsm.formats._storage import convert_batch
 from dsm.formats.jsonl import JsonlFormat, _ChunkParser
 
@@ -461,3 +461,13 @@ def test_lines_are_joined_to_the_same_bytes_as_arrow_joins_them(
     joined, arrow = both(lambda: encode_lines_bytes(batch).to_pybytes())
     assert joined == arrow == text_buffer(encode_lines(batch)).to_pybytes()
     assert joined.count(b"\n") == batch.num_rows
+
+
+@built
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=300) | st.text(max_size=100).map(lambda t: t.encode("utf-8")))
+def test_the_escapes_a_text_needs_are_found_as_numpy_finds_them(data: bytes) -> None:
+    raw = np.frombuffer(data, np.uint8)
+    kernel, numpy = both(lambda: _escapes_in(raw))
+    assert kernel == numpy
+    assert numpy == (b"\\" in data, b'"' in data, {c for c in data if c < 0x20})
