@@ -264,7 +264,7 @@ def _check_token(scanner: FlatScanner, schema: pa.Schema, token: str, space: str
 
 
 @built
-@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), type_=st.sampled_from(SCALARS), space=st.sampled_from(["", " ", "\t", " \t "]))
 def test_a_token_the_scanner_accepts_is_read_as_pyarrow_reads_it(
     data: st.DataObject, type_: pa.DataType, space: str
@@ -339,7 +339,7 @@ def schemas(draw: st.DrawFn) -> pa.Schema:
 
 
 @built
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), schema=schemas())
 def test_the_reader_gives_the_same_table_or_error_with_and_without_the_scanner(
     data: st.DataObject, schema: pa.Schema
