@@ -121,6 +121,17 @@ static int parse_int(const char **pp, const char *e, int kind, uint8_t *out, int
     return 1;
 }
 
+#define TOKEN_MAX 128
+
+/* The token [start, p) as a C string in buf (TOKEN_MAX bytes); 0 when it does not fit. */
+static inline int token_text(const char *start, const char *p, char *buf) {
+    size_t len = (size_t)(p - start);
+    if (len >= TOKEN_MAX) return 0;
+    memcpy(buf, start, len);
+    buf[len] = 0;
+    return 1;
+}
+
 /* A float by the JSON grammar, correctly rounded to the field's width; 0 when not accepted. */
 static int parse_float(const char **pp, const char *e, int kind, uint8_t *out, int64_t row) {
     const char *start = *pp, *p = *pp;
@@ -172,14 +183,10 @@ static int parse_float(const char **pp, const char *e, int kind, uint8_t *out, i
             d = exp10 < 0 ? d / POW10[-exp10] : d * POW10[exp10];
             if (neg) d = -d;
         } else {
-            char buf[128];
-            char *end;
-            size_t len = (size_t)(p - start);
-            if (len >= sizeof buf) return 0;
-            memcpy(buf, start, len);
-            buf[len] = 0;
+            char buf[TOKEN_MAX], *end;
+            if (!token_text(start, p, buf)) return 0;
             d = strtod_l(buf, &end, c_locale);
-            if (end != buf + len) return 0;
+            if (end != buf + (p - start)) return 0;
             if (isinf(d) || (d != 0 && fabs(d) < DBL_MIN) || (d == 0 && m != 0)) return 0;
         }
         ((double *)out)[row] = d;
@@ -190,14 +197,10 @@ static int parse_float(const char **pp, const char *e, int kind, uint8_t *out, i
             f = exp10 < 0 ? f / POW10F[-exp10] : f * POW10F[exp10];
             if (neg) f = -f;
         } else {
-            char buf[128];
-            char *end;
-            size_t len = (size_t)(p - start);
-            if (len >= sizeof buf) return 0;
-            memcpy(buf, start, len);
-            buf[len] = 0;
+            char buf[TOKEN_MAX], *end;
+            if (!token_text(start, p, buf)) return 0;
             f = strtof_l(buf, &end, c_locale);
-            if (end != buf + len) return 0;
+            if (end != buf + (p - start)) return 0;
             if (isinf(f) || (f != 0 && fabsf(f) < FLT_MIN) || (f == 0 && m != 0)) return 0;
         }
         ((float *)out)[row] = f;
