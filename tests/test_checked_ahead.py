@@ -4,6 +4,7 @@ the same place."""
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -112,3 +113,43 @@ def test_closing_early_stops_cleanly() -> None:
     iterator.close()  # type: ignore[attr-defined]
     with pytest.raises(StopIteration):
         next(iterator)
+
+
+@pytest.mark.parametrize("how", ["close", "collect"])
+def test_closing_early_or_being_collected_never_waits_for_a_check_in_hand(how: str) -> None:
+    """A generator closed early, by its reader or by the garbage collector, must not wait for its helper
+    threads: the collector runs wherever an allocation triggers it, in any thread, even inside threading's
+    own bookkeeping while that holds the lock a thread join takes (a wait there deadlocked a test run).
+    Here the check in hand cannot end before the close returns, so a close that waits never returns."""
+    release = threading.Event()
+    running = threading.Event()
+
+    def check(i: int) -> pa.RecordBatch:
+        if i == 1:
+            running.set()
+            release.wait(timeout=60)
+        return pa.record_batch({"x": [i]})
+
+    def items() -> Iterator[int]:
+        yield from range(3)
+
+    iterator = checked_ahead(items(), check)
+    assert next(iterator).column(0)[0].as_py() == 0
+    assert running.wait(timeout=30)
+
+    def drop() -> None:
+        nonlocal iterator
+        if how == "close":
+            iterator.close()  # type: ignore[attr-defined]
+            return
+        cycle: list[object] = [iterator]
+        cycle.append(cycle)  # only the cyclic collector can free it
+        del iterator, cycle
+        gc.collect()
+
+    closer = threading.Thread(target=drop, daemon=True)
+    closer.start()
+    closer.join(timeout=30)
+    stuck = closer.is_alive()
+    release.set()
+    assert not stuck, f"{how}: the generator waited for the check it was running"

@@ -285,7 +285,9 @@ def checked_ahead(items: Iterator[T], check: Callable[[T], U], *, ahead: int = 1
     def result(entry: tuple[T, Future[U]]) -> U:
         return entry[1].result() if os.getpid() == pid else check(entry[0])
 
-    with ThreadPoolExecutor(max_workers=max(ahead, 1), thread_name_prefix="dsm-check") as pool:
+    pool = ThreadPoolExecutor(max_workers=max(ahead, 1), thread_name_prefix="dsm-check")
+    finished = False
+    try:
         while True:
             try:
                 item = next(items)
@@ -306,6 +308,14 @@ def checked_ahead(items: Iterator[T], check: Callable[[T], U], *, ahead: int = 1
             pending.append((item, future))
         while pending:
             yield result(pending.popleft())
+        finished = True
+    finally:
+        # Closed early (its reader stopped, or the garbage collector closed a dropped generator), the
+        # checks in hand are abandoned, not waited for: the collector runs wherever an allocation
+        # triggers it, in any thread, even inside threading's own bookkeeping while it holds the lock
+        # that joining a thread takes, and a wait there deadlocks the process. Each helper ends by itself
+        # after the check it is running.
+        pool.shutdown(wait=finished, cancel_futures=True)
 
 
 def check_valid(batch: pa.RecordBatch, where: str) -> None:
