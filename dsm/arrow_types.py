@@ -24,14 +24,18 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 
 import pyarrow as pa
 
 from dsm.errors import SchemaError
 
+R = TypeVar("R")
+
 __all__ = [
     "MAX_TYPE_DEPTH",
+    "SchemaMemo",
     "declares_non_nullable",
     "list_view_as_list",
     "masked_nulls_filled",
@@ -449,13 +453,63 @@ def masked_nulls_filled(batch: pa.RecordBatch) -> pa.RecordBatch:
     that no parent hides breaks its declaration: it is a SchemaError naming the field (the writer would
     refuse it only in a leaf, and store a placeholder as data under a null struct).
     """
-    if not declares_non_nullable(batch.schema):
-        return batch
-    given = list(batch.columns)
-    columns = [_child(c, f, None, f.name) for c, f in zip(given, batch.schema, strict=True)]
-    if all(a is b for a, b in zip(columns, given, strict=True)):
-        return batch
-    return pa.RecordBatch.from_arrays(columns, schema=batch.schema)
+    schema = batch.schema
+    columns = None
+    for i in _columns_to_fill(schema):
+        given = batch.column(i)
+        field = schema.field(i)
+        filled = _child(given, field, None, field.name)
+        if filled is not given:
+            if columns is None:
+                columns = list(batch.columns)
+            columns[i] = filled
+    return batch if columns is None else pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+class SchemaMemo(Generic[R]):
+    """``compute(*schemas)``, kept for the last few schema tuples it was asked about. A writer or a
+    converter sees the same schemas batch after batch; Arrow's equality (metadata aside: ``compute`` must
+    not look at it) finds them again at a fraction of the cost of the Python walk over every field that
+    ``compute`` does. Safe to share between threads (at worst an answer is computed twice)."""
+
+    def __init__(self, compute: Callable[..., R], kept: int = 16) -> None:
+        self._compute = compute
+        self._kept = kept
+        self._known: list[tuple[tuple[pa.Schema, ...], R]] = []
+
+    def __call__(self, *schemas: pa.Schema) -> R:
+        for known, answer in list(self._known):
+            if all(a.equals(b) for a, b in zip(known, schemas, strict=True)):
+                return answer
+        answer = self._compute(*schemas)
+        self._known = [(schemas, answer), *self._known[: self._kept - 1]]
+        return answer
+
+
+def _fill_plan(schema: pa.Schema) -> tuple[int, ...]:
+    """The columns of ``schema`` that :func:`masked_nulls_filled` must look at: those declared
+    non-nullable (a null there is refused) and the nested ones with a non-nullable field below (hidden
+    slots are filled). The rest are left as they are, unread."""
+    return tuple(
+        i
+        for i, f in enumerate(schema)
+        if not pa.types.is_null(f.type) and (not f.nullable or _nested_required(f.type))
+    )
+
+
+_columns_to_fill = SchemaMemo(_fill_plan)
+
+
+def _nested_required(kind: pa.DataType) -> bool:
+    """Whether ``kind`` is nested with a non-nullable field below it: where :func:`_filled` has work."""
+    nested = (
+        pa.types.is_list(kind)
+        or pa.types.is_large_list(kind)
+        or pa.types.is_map(kind)
+        or pa.types.is_struct(kind)
+        or pa.types.is_fixed_size_list(kind)
+    )
+    return nested and _has_required(kind)
 
 
 def _filled(array: pa.Array, hidden: Any, path: str) -> pa.Array:

@@ -12,12 +12,13 @@ the field, never a silent change.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dsm.arrow_types import list_view_as_list, placeholders_nulled
+from dsm.arrow_types import SchemaMemo, list_view_as_list, placeholders_nulled
 from dsm.errors import SchemaError
 
 __all__ = ["Storage", "convert_array", "convert_batch", "same_type"]
@@ -45,14 +46,11 @@ class Storage:
     changes: tuple[str, ...] = ()
     problems: tuple[str, ...] = ()
 
-    @property
+    @cached_property
     def converts(self) -> bool:
         """Whether batches of ``source`` need :meth:`convert` before they are written (a type changes, or
         a dictionary may hold a null among its values, which is moved into its indices)."""
-        return any(
-            not a.type.equals(b.type) or _has_dictionary(a.type)
-            for a, b in zip(self.source, self.schema, strict=True)
-        )
+        return bool(_columns_to_convert(self.source, self.schema))
 
     def retyped(self) -> dict[str, str]:
         """``{field: "source type -> stored type"}`` for the fields whose type the format changes."""
@@ -79,12 +77,28 @@ def _has_dictionary(kind: pa.DataType) -> bool:
     return any(_has_dictionary(kind.field(i).type) for i in range(kind.num_fields))
 
 
+def _convert_plan(source: pa.Schema, target: pa.Schema) -> tuple[int, ...]:
+    """The columns :func:`convert_array` changes on the way from ``source`` to ``target``: a type that
+    differs, or a dictionary (a null among its values moves into its indices); the rest pass as they are."""
+    return tuple(
+        i
+        for i, (a, b) in enumerate(zip(source, target, strict=True))
+        if not a.type.equals(b.type) or _has_dictionary(a.type)
+    )
+
+
+_columns_to_convert = SchemaMemo(_convert_plan)
+
+
 def convert_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     """``batch`` with its columns converted to ``schema``'s types (same names, same order)."""
-    arrays = []
-    for field, column in zip(schema, batch.columns, strict=True):
+    if batch.num_columns != len(schema):
+        raise ValueError(f"a batch of {batch.num_columns} columns cannot take a schema of {len(schema)}")
+    arrays = batch.columns
+    for i in _columns_to_convert(batch.schema, schema):
+        field = schema.field(i)
         try:
-            arrays.append(convert_array(column, field.type))
+            arrays[i] = convert_array(arrays[i], field.type)
         except SchemaError as exc:
             raise SchemaError(f'field "{field.name}": {exc}') from None
         except pa.ArrowException as exc:  # an index type too narrow for the values, a string too long...
