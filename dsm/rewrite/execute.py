@@ -413,10 +413,15 @@ def scatter_unit(ctx: RewriteContext, unit: ScatterUnit) -> dict[str, Any]:
                 positions = permutation(np.arange(offset, offset + count, dtype=np.uint64))
                 offset += count
                 buckets = np.searchsorted(starts, positions, side="right") - 1
+                order = np.argsort(buckets, kind="stable")
+                ordered = buckets[order]
                 batch = convert_batch(batch, stored)
-                pending.add(
-                    pa.RecordBatch.from_arrays([*batch.columns, pa.array(positions)], schema=schema), buckets
-                )
+                spilled = pa.RecordBatch.from_arrays([*batch.columns, pa.array(positions)], schema=schema)
+                spilled = take(spilled, pa.array(order))
+                cuts = [0, *(np.flatnonzero(np.diff(ordered)) + 1).tolist(), count]
+                for a, b in itertools.pairwise(cuts):
+                    pending.add(int(ordered[a]), spilled.slice(a, b - a))
+                pending.account(spilled.nbytes)
             pending.flush()
     rows = offset - unit.offset
     if rows != unit.stop - unit.start:
@@ -426,54 +431,42 @@ def scatter_unit(ctx: RewriteContext, unit: ScatterUnit) -> dict[str, Any]:
     return record
 
 
-SPILL_BUFFER_BYTES = 32 << 20
-"""Decoded bytes a scatter unit holds before it writes them, grouped by bucket, to its spill file: each
-bucket's rows then go out as one piece (one IPC batch) per buffer, not one per source batch. Pieces of a few
-rows each (a source batch cut into every bucket) made the spill file, and the gather that reads every piece
-of a bucket, grow with source batches times buckets."""
+SPILL_BUFFER_BYTES = 64 << 20
+"""Decoded bytes a scatter unit gathers, by bucket, before it writes them to its spill file: each bucket's
+rows then go out as one piece (one IPC batch) per buffer, not one per source batch. Pieces of a few rows each
+(a source batch cut into every bucket) made the spill file, and the gather that reads every piece of a
+bucket, grow with source batches times buckets."""
 
 
 class _BucketPieces:
-    """The rows a scatter unit has read, held until :data:`SPILL_BUFFER_BYTES` (and at the end), then
-    written out as one piece per bucket, in bucket order (rows of a bucket in the order they came);
-    ``index`` gets the bucket of each IPC batch.
-
-    The held rows are put in bucket order by one ``take`` per buffer: cutting every source batch into a
-    slice per bucket, and joining each bucket's slices again at the write, cost a copy of the data more and
-    Python work (under the GIL) per source batch and bucket."""
+    """The rows a scatter unit has read, by bucket, written out as one piece per bucket (in bucket order)
+    once :data:`SPILL_BUFFER_BYTES` are held, and at the end; ``index`` gets the bucket of each IPC batch."""
 
     def __init__(self, writer: Any, index: list[int], schema: pa.Schema) -> None:
         self._writer = writer
         self._index = index
         self._schema = schema
-        self._batches: list[pa.RecordBatch] = []
-        self._buckets: list[np.ndarray] = []
+        self._parts: dict[int, list[pa.RecordBatch]] = defaultdict(list)
         self._held = 0
 
-    def add(self, batch: pa.RecordBatch, buckets: np.ndarray) -> None:
-        """``batch``, whose row ``i`` goes to bucket ``buckets[i]``; written out once the buffer is full."""
-        self._batches.append(batch)
-        self._buckets.append(buckets)
-        self._held += batch.nbytes
+    def add(self, bucket: int, part: pa.RecordBatch) -> None:
+        self._parts[bucket].append(part)
+
+    def account(self, nbytes: int) -> None:
+        """A source batch's rows were added (``nbytes`` of them): write everything out past the budget."""
+        self._held += nbytes
         if self._held >= SPILL_BUFFER_BYTES:
             self.flush()
 
     def flush(self) -> None:
-        if not self._batches:
-            return
-        buckets = np.concatenate(self._buckets)
-        order = np.argsort(buckets, kind="stable")
-        ordered = buckets[order]
-        held = pa.Table.from_batches(self._batches, schema=self._schema)
-        self._batches, self._buckets, self._held = [], [], 0
-        rows = take(held, pa.array(order))  # taken across the chunks: no joined copy of the held rows
-        del held, order
-        cuts = [0, *(np.flatnonzero(np.diff(ordered)) + 1).tolist(), len(ordered)]
-        for a, b in itertools.pairwise(cuts):
+        for bucket in sorted(self._parts):
+            rows = pa.Table.from_batches(self._parts[bucket], schema=self._schema).combine_chunks()
             # the Arrow writer cuts batches to DEFAULT_BATCH_ROWS: the index names each IPC batch written
-            for piece in rows.slice(a, b - a).to_batches(max_chunksize=DEFAULT_BATCH_ROWS):
+            for piece in rows.to_batches(max_chunksize=DEFAULT_BATCH_ROWS):
                 self._writer.write_batch(piece)
-                self._index.append(int(ordered[a]))
+                self._index.append(bucket)
+        self._parts.clear()
+        self._held = 0
 
 
 def bucket_pieces(records: Mapping[int, Mapping[str, Any]]) -> dict[int, list[tuple[int, int]]]:
