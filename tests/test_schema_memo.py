@@ -9,8 +9,9 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsm.arrow_types import SchemaMemo, _columns_to_fill, _fill_plan
+from dsm.arrow_types import _columns_to_fill, _fill_plan
 from dsm.formats._storage import _columns_to_convert, _convert_plan
+from dsm.schema_memo import SchemaMemo
 
 from .arrow_strategies import arrow_types
 

@@ -18,8 +18,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dsm.arrow_types import SchemaMemo, list_view_as_list, placeholders_nulled
+from dsm.arrow_types import list_view_as_list, placeholders_nulled
 from dsm.errors import SchemaError
+from dsm.schema_memo import SchemaMemo
 
 __all__ = ["Storage", "convert_array", "convert_batch", "same_type"]
 
