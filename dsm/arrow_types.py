@@ -495,9 +495,7 @@ def _filled(array: pa.Array, hidden: Any, path: str) -> pa.Array:
     import numpy as np
 
     kind = array.type
-    listed = pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_map(kind)
-    nested = listed or pa.types.is_struct(kind) or pa.types.is_fixed_size_list(kind)
-    if not nested or not _has_required(kind):
+    if not _nested_required(kind):
         return array
     nulls = array.is_null().to_numpy(zero_copy_only=False)
     below = nulls if hidden is None else (hidden | nulls)
