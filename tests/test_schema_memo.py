@@ -1,7 +1,7 @@
 """The per-schema answers that writers and converters keep (``SchemaMemo``) are always the answer for the
-schema asked about, never one kept for a look-alike: schemas that differ only in a field's nullability, a
-nested field's name, a type's width or a dictionary are drawn side by side, in random order, and every
-answer is compared with the one computed afresh."""
+schema asked about, never one kept for a look-alike: schemas that differ only in one field's nullability,
+one field's type (nested or flat, a dictionary, the null type) or the schema's metadata are asked about in
+random order, and every answer is compared with the one computed afresh."""
 
 from __future__ import annotations
 
