@@ -181,8 +181,14 @@ class CsvFormat(Format):
         )
 
     def _first_record(self, file: IO[bytes], shard: str) -> list[str] | None:
-        """The first CSV record of the file (the header when there is one); None for an empty file. The
-        quotes of the text read for it are checked first: Python's csv module reads them its own way."""
+        """The first CSV record of the file (the header when there is one); None for an empty file."""
+        found = self._first_record_at(file, shard)
+        return None if found is None else found[1]
+
+    def _first_record_at(self, file: IO[bytes], shard: str) -> tuple[int, list[str]] | None:
+        """The line the first CSV record starts on (after any blank lines) and the record; None for an
+        empty file. The quotes of the text read for it are checked first: Python's csv module reads them
+        its own way."""
         file.seek(0)
         try:
             head = bytes(open_input_stream(file, self.compression).read(_INFER_BYTES))
@@ -201,10 +207,14 @@ class CsvFormat(Format):
         file.seek(0)
         text = head.decode("utf-8-sig", errors="replace")  # a byte-order mark is not a name
         _allow_large_fields()
-        for record in csv.reader(io.StringIO(text, newline=""), delimiter=self.delimiter):
+        reader = csv.reader(io.StringIO(text, newline=""), delimiter=self.delimiter)
+        while True:
+            before = reader.line_num  # the lines read before this record
+            record = next(reader, None)
+            if record is None:
+                return None
             if record:
-                return record
-        return None
+                return before + 1, record
 
     def read_schema(self, file: IO[bytes], *, shard: str) -> pa.Schema:
         """Column names from the header (or ``f0``, ``f1``...), types inferred by pyarrow from ~1 MiB."""
@@ -227,11 +237,12 @@ class CsvFormat(Format):
 
     def _check_header(self, file: IO[bytes], schema: pa.Schema, shard: str) -> bool:
         """False for an empty file; raises SchemaError when the header and the schema differ."""
-        first = self._first_record(file, shard)
-        if first is None:
+        found = self._first_record_at(file, shard)
+        if found is None:
             return False
         if not self.header:
             return True
+        line, first = found
         missing = [name for name in schema.names if name not in first]
         extra = [name for name in first if name not in schema.names]
         if missing or extra or len(set(first)) != len(first):
@@ -239,7 +250,7 @@ class CsvFormat(Format):
                 f'column "{name}" is not in the schema' for name in extra
             ]
             parts += ["duplicate column names"] if len(set(first)) != len(first) else []
-            raise SchemaError(f"shard {shard} line 1: header {first}: {'; '.join(parts)}")
+            raise SchemaError(f"shard {shard} line {line}: header {first}: {'; '.join(parts)}")
         return True
 
     def iter_batches(

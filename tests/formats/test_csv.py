@@ -7,6 +7,8 @@ import io
 import pyarrow as pa
 import pytest
 from conformance import TYPE_CASES, FormatConformance, assert_same_rows
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dsm.errors import FormatError, InputError, SchemaError
 from dsm.formats.csv import CsvFormat
@@ -138,3 +140,27 @@ def test_time_zones_are_written_in_utc_and_read_back_exactly() -> None:
         writer.write_batch(table.to_batches()[0])
     assert sink.getvalue() == b'"t"\n1900-01-01 00:00:00Z\n'
     assert_same_rows(_read(sink.getvalue(), schema), table)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    blank=st.lists(st.sampled_from(["\n", "\r\n"]), max_size=6),
+    eol=st.sampled_from(["\n", "\r\n"]),
+    good_rows=st.integers(0, 4),
+    bad_header=st.booleans(),
+)
+def test_errors_name_the_line_in_the_file_when_blank_lines_come_first(
+    blank: list[str], eol: str, good_rows: int, bad_header: bool
+) -> None:
+    """Blank lines before the header are lines of the file: an error names the line a text editor shows."""
+    header = "a,b,d" if bad_header else "a,b,c"
+    rows = [f"{i},{i}.5,x{i}" for i in range(good_rows)] + ["9,abc,y"]
+    data = ("".join(blank) + eol.join([header, *rows]) + eol).encode()
+    header_line = len(blank) + 1
+    if bad_header:
+        with pytest.raises(SchemaError, match=rf"shard x.csv line {header_line}: header \['a', 'b', 'd'\]"):
+            _read(data)
+    else:
+        bad_line = header_line + 1 + good_rows
+        with pytest.raises(FormatError, match=rf'shard x.csv line {bad_line} field "b": expected double'):
+            _read(data)
