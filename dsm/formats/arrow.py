@@ -19,6 +19,7 @@ from dsm.formats._common import (
     PositionTrackingSink,
     check_batch_schema,
     check_valid,
+    checked_ahead,
     conform_batch,
     describe_exception,
     project_schema,
@@ -179,10 +180,23 @@ class ArrowFormat(Format):
     def _stream(
         self, file: IO[bytes], footer: Any, target: pa.Schema, shard: str, batch_rows: int
     ) -> Iterator[pa.RecordBatch]:
-        """The body's messages in file order, each record batch checked against the footer's block for it:
-        it ends where the block says and holds the rows the block's header declares. The header is read
-        just before its batch (pyarrow's ``count_rows`` would read every header first, ahead of the body,
-        and a one-pass read would fetch those blocks twice)."""
+        """The body's record batches (:meth:`_body`), each fully validated and conformed to ``target`` on a
+        helper thread while the next one is read (:func:`checked_ahead`: both release the GIL); nothing is
+        yielded before its check passed, and a failure is raised after the batches before it."""
+
+        def checked(item: tuple[int, pa.RecordBatch]) -> pa.RecordBatch:
+            index, batch = item
+            check_valid(batch, f"shard {shard} record batch {index}")
+            return conform_batch(batch, target, shard=shard)
+
+        for batch in checked_ahead(self._body(file, footer, shard), checked):
+            yield from slice_batches(batch, batch_rows)
+
+    def _body(self, file: IO[bytes], footer: Any, shard: str) -> Iterator[tuple[int, pa.RecordBatch]]:
+        """The body's messages in file order, each record batch (with its index) checked against the
+        footer's block for it: it ends where the block says and holds the rows the block's header declares.
+        The header is read just before its batch (pyarrow's ``count_rows`` would read every header first,
+        ahead of the body, and a one-pass read would fetch those blocks twice)."""
         try:
             blocks = _record_batch_blocks(file)
         except (ValueError, IndexError) as exc:
@@ -220,10 +234,9 @@ class ArrowFormat(Format):
                     f"{offset + meta + body} with {declared} rows, but the body's batch ends at byte "
                     f"{file.tell()} with {batch.num_rows} rows: the file is damaged"
                 )
-            check_valid(batch, f"shard {shard} record batch {batches}")
+            yield batches, batch
             batches += 1
             rows += batch.num_rows
-            yield from slice_batches(conform_batch(batch, target, shard=shard), batch_rows)
         if batches != len(blocks):
             raise FormatError(
                 f"shard {shard}: the Arrow file's footer lists {len(blocks)} record batches but its body "

@@ -8,6 +8,8 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pytest
 from conformance import TYPE_CASES, FormatConformance
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dsm.errors import FormatError, InputError
 from dsm.formats.arrow import ArrowFormat
@@ -79,3 +81,38 @@ def test_a_footer_that_lists_other_batches_than_the_body_is_damage(more: str) ->
         list(ArrowFormat().iter_batches(io.BytesIO(data), shard="s.arrow"))
     good = list(ArrowFormat().iter_batches(io.BytesIO(three), shard="s.arrow"))
     assert pa.Table.from_batches(good).equals(pa.Table.from_batches(batches))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    batch_count=st.integers(1, 6),
+    data=st.data(),
+    rows=st.integers(1, 40),
+    batch_rows=st.sampled_from([3, 64, 65_536]),
+)
+def test_a_batch_that_fails_validation_is_raised_after_every_batch_before_it(
+    batch_count: int, data: st.DataObject, rows: int, batch_rows: int
+) -> None:
+    """The full validation of each batch runs ahead of the reader, on a helper thread; what is yielded,
+    and where the error comes, is as if it ran in line: every row before the bad batch, none of it."""
+    bad = data.draw(st.integers(0, batch_count - 1), label="bad batch")
+    batches = [
+        pa.record_batch(
+            {"n": pa.array(range(b * rows, (b + 1) * rows)), "s": [f"MARK{b:03d}:{i}" for i in range(rows)]}
+        )
+        for b in range(batch_count)
+    ]
+    good = _arrow_file(batches)
+    damaged = good.replace(f"MARK{bad:03d}".encode(), b"\xffARK" + f"{bad:03d}".encode(), 1)
+    assert damaged != good
+    reader = ArrowFormat().iter_batches(io.BytesIO(damaged), shard="s.arrow", batch_rows=batch_rows)
+    seen: list[pa.RecordBatch] = []
+    with pytest.raises(FormatError, match=rf'shard s\.arrow record batch {bad} field "s": .*UTF-?8'):
+        for batch in reader:
+            seen.append(batch)
+    assert sum(b.num_rows for b in seen) == bad * rows
+    assert all(b.num_rows <= batch_rows for b in seen)
+    if seen:
+        assert pa.Table.from_batches(seen).equals(pa.Table.from_batches(batches[:bad]).combine_chunks())
+    whole = list(ArrowFormat().iter_batches(io.BytesIO(good), shard="s.arrow", batch_rows=batch_rows))
+    assert pa.Table.from_batches(whole).equals(pa.Table.from_batches(batches))
