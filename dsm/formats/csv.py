@@ -182,13 +182,11 @@ class CsvFormat(Format):
 
     def _first_record(self, file: IO[bytes], shard: str) -> list[str] | None:
         """The first CSV record of the file (the header when there is one); None for an empty file."""
-        found = self._first_record_at(file, shard)
-        return None if found is None else found[1]
+        return (self._first_record_at(file, shard) or (0, None))[1]
 
     def _first_record_at(self, file: IO[bytes], shard: str) -> tuple[int, list[str]] | None:
-        """The line the first CSV record starts on (after any blank lines) and the record; None for an
-        empty file. The quotes of the text read for it are checked first: Python's csv module reads them
-        its own way."""
+        """The line the first record starts on (after any blank lines) and the record, None for an empty
+        file. The quotes of the text read for it are checked first: Python's csv reads them its own way."""
         file.seek(0)
         try:
             head = bytes(open_input_stream(file, self.compression).read(_INFER_BYTES))
@@ -207,14 +205,11 @@ class CsvFormat(Format):
         file.seek(0)
         text = head.decode("utf-8-sig", errors="replace")  # a byte-order mark is not a name
         _allow_large_fields()
-        reader = csv.reader(io.StringIO(text, newline=""), delimiter=self.delimiter)
-        while True:
-            before = reader.line_num  # the lines read before this record
-            record = next(reader, None)
-            if record is None:
-                return None
+        # a blank line is an empty record to csv: the first record's line is one past them
+        for blank, record in enumerate(csv.reader(io.StringIO(text, newline=""), delimiter=self.delimiter)):
             if record:
-                return before + 1, record
+                return blank + 1, record
+        return None
 
     def read_schema(self, file: IO[bytes], *, shard: str) -> pa.Schema:
         """Column names from the header (or ``f0``, ``f1``...), types inferred by pyarrow from ~1 MiB."""
@@ -238,10 +233,8 @@ class CsvFormat(Format):
     def _check_header(self, file: IO[bytes], schema: pa.Schema, shard: str) -> bool:
         """False for an empty file; raises SchemaError when the header and the schema differ."""
         found = self._first_record_at(file, shard)
-        if found is None:
-            return False
-        if not self.header:
-            return True
+        if found is None or not self.header:
+            return found is not None
         line, first = found
         missing = [name for name in schema.names if name not in first]
         extra = [name for name in first if name not in schema.names]
