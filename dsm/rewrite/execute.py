@@ -479,7 +479,12 @@ def bucket_pieces(records: Mapping[int, Mapping[str, Any]]) -> dict[int, list[tu
 
 
 class _SpillReaders:
-    """Open spill files of one gather unit, opened on first use and closed together."""
+    """Open spill files of one gather unit, opened on first use and closed together.
+
+    A local spill file (uncompressed Arrow IPC, in the page cache) is memory-mapped: its pieces are read in
+    place, not copied into fresh buffers first. The mapped pages count as the process's memory while
+    mapped, so :meth:`release` unmaps them after each bucket (pyarrow keeps a mapping alive while a buffer
+    still points into it). A remote spill file stays open for the whole unit."""
 
     def __init__(self, ctx: RewriteContext) -> None:
         self._ctx = ctx
@@ -489,9 +494,14 @@ class _SpillReaders:
         if unit not in self._open:
             path = spill_name(unit)
             spill = self._ctx.spill_loc
-            handle: Any = pa.OSFile(spill.path(path)) if spill.is_local else spill.open_handle(path)
+            handle: Any = pa.memory_map(spill.path(path)) if spill.is_local else spill.open_handle(path)
             self._open[unit] = (handle, ipc.open_file(handle))
         return self._open[unit][1].get_batch(index)
+
+    def release(self) -> None:
+        """Unmap the local spill files (read again from the page cache for the next bucket)."""
+        if self._ctx.spill_loc.is_local:
+            self.close()
 
     def close(self) -> None:
         for handle, _ in self._open.values():
@@ -523,6 +533,7 @@ def _gathered(ctx: RewriteContext, unit: OutputUnit, readers: _SpillReaders) -> 
         del table, positions
         rows = take(rows, order).combine_chunks()  # one chunk per column: batch bounds as before
         del order
+        readers.release()
         yield from rows.to_batches(max_chunksize=plan.batch_rows)
         del rows
         pa.default_memory_pool().release_unused()  # the pool would keep the freed bucket's pages
