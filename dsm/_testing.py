@@ -6,7 +6,8 @@ set them for the process they start). Points:
 
 ============  =========================================================================================
 ``units:N``   a rewrite (``convert-format``, ``reshard``) has journaled N completed units (counted where
-              the job runs, the driver, whatever the engine)
+              the job runs, the driver, whatever the engine, as it hears of them: the units of a chain
+              that reads its rows once when the chain's last is done)
 ``copy:N``    the same point inside a cutover's copy stage (the copy is the cutover's one rewrite)
 ``exit:FILE`` the process writing output file FILE (a Ray worker, or this process on the local engine)
               exits with ``os._exit`` after its first batch, on the first attempt of its unit only: a

@@ -234,14 +234,36 @@ def _dsm(args: list[str], registry: str, crash_after: int | None = None) -> subp
 
 
 @pytest.mark.parametrize(
-    ("layout", "crash_after", "kept"),
-    # shuffled: 4 pass-1 units (one per source shard) and 2 of 5 output files are journaled before the kill
-    [(["--num-shards", "5"], 2, 2), (["--rows-per-shard", "700", "--shuffle", "--seed", "11"], 6, 2)],
-    ids=["ordered", "shuffled"],
+    ("row_group", "layout", "crash_after", "kept"),
+    [
+        # row groups of 150 rows: every cut between output files falls near a row group's start, so the 5
+        # files are 5 independent units; 2 are journaled before the kill
+        (150, ["--num-shards", "5"], 2, 2),
+        # each source shard one row group, cut into 3 files: 4 chains of 3 units, each read once; the kill
+        # comes when the driver hears of the first chain (3 units), after the second unit it counts
+        (None, ["--num-shards", "12"], 2, 3),
+        # shuffled: 4 pass-1 units (one per source shard) and 2 of 5 output files are journaled before the
+        # kill
+        (150, ["--rows-per-shard", "700", "--shuffle", "--seed", "11"], 6, 2),
+    ],
+    ids=["ordered", "chained", "shuffled"],
 )
 def test_kill_9_midway_then_rerun_gives_identical_files(
-    tmp_path: Path, source: str, registry_url: str, layout: list[str], crash_after: int, kept: int
+    tmp_path: Path,
+    sample_table: pa.Table,
+    registry_url: str,
+    row_group: int | None,
+    layout: list[str],
+    crash_after: int,
+    kept: int,
 ) -> None:
+    for i in range(4):
+        folder = tmp_path / "source"
+        folder.mkdir(exist_ok=True)
+        pq.write_table(
+            sample_table.slice(i * 750, 750), folder / f"part-{i}.parquet", row_group_size=row_group
+        )
+    dsm.register(str(tmp_path / "source"), name="web", registry=registry_url)
     reference = _dsm(["reshard", "web@1", str(tmp_path / "ref"), *layout, "--name", "ref"], registry_url)
     assert reference.returncode == 0, reference.stderr
     expected = json.loads(reference.stdout)["contract"]["shards"]
@@ -250,7 +272,8 @@ def test_kill_9_midway_then_rerun_gives_identical_files(
     args = ["reshard", "web@1", str(out), *layout, "--workers", "1"]
     killed = _dsm(args, registry_url, crash_after=crash_after)
     assert killed.returncode == -signal.SIGKILL
-    assert len(list((out / JOURNAL_DIR).glob("_*.json"))) == crash_after
+    shuffled = "--shuffle" in layout
+    assert len(list((out / JOURNAL_DIR).glob("_*.json"))) == (crash_after if shuffled else kept)
     assert dsm.Registry(registry_url).versions("web") == [1]  # nothing published yet
 
     rerun = _dsm([*args[:-2], "--workers", "2"], registry_url)

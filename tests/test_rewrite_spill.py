@@ -172,7 +172,7 @@ def test_spill_files_are_uncompressed_on_local_disk_and_lz4_elsewhere_with_the_s
     def no_pass_1(*args: object) -> None:
         raise AssertionError("pass 1 was run again instead of reading the lz4 files")
 
-    monkeypatch.setattr(run, "scatter_unit", no_pass_1)
+    monkeypatch.setattr(run, "scatter_units", no_pass_1)
     resumed = reshard("web@1", str(tmp_path / "mixed"), **shuffle)
     assert _data(tmp_path / "mixed") == _data(tmp_path / "default")
     assert remote.contract.fingerprint == resumed.contract.fingerprint == default.contract.fingerprint

@@ -202,7 +202,7 @@ def test_nothing_the_ray_engine_prints_logs_or_writes_holds_a_secret(
     ray_logs = ray_log_texts(ray_cluster.temp_dir)
     # Ray's event logs name every task: the logs of these jobs' tasks are among those searched (a secret in a
     # runtime_env would be in runtime_env_agent.log; one in a task name, in these).
-    assert any("dsm.copy_unit" in text for text in ray_logs)
+    assert any("dsm.copy_units" in text for text in ray_logs)
     searched = {
         "output": (outputs, secrets),
         "files written": (written, secrets),

@@ -99,7 +99,7 @@ class Executor(Protocol):
 
 
 def unit_label(fn: Callable[..., Any], unit: Any) -> str:
-    """``copy_unit part-00003-of-00008.parquet``: what a unit is, for messages and task names (its
+    """``copy_units part-00003-of-00008.parquet``: what a unit is, for messages and task names (its
     function and the file it is about; never a URL or an option, so never a credential)."""
     inner = getattr(fn, "func", fn)
     name = getattr(inner, "__name__", type(inner).__name__).strip("_")

@@ -16,7 +16,7 @@ What crosses to the workers, and how:
   every task applies it to its process before it opens anything, so a location opens in a worker with
   exactly the options it has on the driver. Not through ``runtime_env``: Ray's
   runtime-env agent writes every ``env_vars`` value, credentials included, to its log on every node. Task
-  names say which unit runs (``dsm.copy_unit``), never a URL or an option.
+  names say which unit runs (``dsm.copy_units``), never a URL or an option.
 - **The code**: workers import dsm from their own installation; a task refuses to run (exit 2 on the
   driver) when its dsm or pyarrow version differs from the driver's, since output bytes depend on both.
 

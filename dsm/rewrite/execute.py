@@ -20,7 +20,7 @@ import itertools
 import queue
 import threading
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -40,7 +40,7 @@ from dsm.hashing.checksum import HashingWriter, algorithm_of, short_checksum
 from dsm.hashing.fingerprint import RowDigest, digest_batch
 from dsm.hashing.permutation import Permutation
 from dsm.rewrite.journal import JOURNAL_DIR, Journal
-from dsm.rewrite.plan import OutputUnit, RewritePlan, ScatterUnit, SourceRange
+from dsm.rewrite.plan import OutputUnit, RewritePlan, ScatterUnit, SourceRange, Unit, UnitChain
 from dsm.shards import DescribedShard, describe_shard, iter_open_shard, iter_shard, read_once, shard_entry
 from dsm.storage import Location, redact
 
@@ -48,10 +48,10 @@ __all__ = [
     "POSITION_FIELD",
     "RewriteContext",
     "SourceChanged",
-    "copy_unit",
+    "copy_units",
     "gather_unit",
     "iter_range",
-    "scatter_unit",
+    "scatter_units",
     "source_format",
     "spill_name",
 ]
@@ -363,22 +363,62 @@ def _describe_output(ctx: RewriteContext, unit: OutputUnit, written: _Written) -
     return found
 
 
-def copy_unit(ctx: RewriteContext, unit: OutputUnit) -> DescribedShard:
-    """Write one output file from its source ranges in order; record it in the journal when checked."""
+class _RowStream:
+    """One stream of batches cut into consecutive parts of given row counts (the units of a chain)."""
 
-    def batches() -> Iterator[pa.RecordBatch]:
-        for rng in unit.ranges:
+    def __init__(self, batches: Iterator[pa.RecordBatch]) -> None:
+        self._batches = batches
+        self._held: pa.RecordBatch | None = None
+
+    def take(self, rows: int | None) -> Iterator[pa.RecordBatch]:
+        """The next ``rows`` rows (fewer where the stream ends); ``None``: every row left, to the end of the
+        stream, so that checks that run after a shard's last batch (its checksum) run inside this part."""
+        while rows is None or rows > 0:
+            batch = self._held if self._held is not None else next(self._batches, None)
+            self._held = None
+            if batch is None:
+                return
+            if rows is not None:
+                if batch.num_rows > rows:
+                    self._held, batch = batch.slice(rows), batch.slice(0, rows)
+                rows -= batch.num_rows
+            yield batch
+
+
+def _chain_parts(
+    ctx: RewriteContext, chain: UnitChain[Unit]
+) -> Iterator[tuple[Unit, Iterator[pa.RecordBatch]]]:
+    """Each unit of ``chain`` with its rows, all cut from one pass over the chain's source ranges (see
+    :func:`~dsm.rewrite.plan.chain_units`); a unit's rows must be consumed before the next unit's."""
+
+    def batches() -> Generator[pa.RecordBatch, None, None]:
+        for rng in chain.ranges:
             yield from iter_range(
                 ctx.source_loc, ctx.source_fmt, ctx.schema, rng, ctx.plan.batch_rows, check=ctx.check_of(rng)
             )
 
-    written = _write_file(ctx.dest, unit.path, ctx.out_fmt, ctx.written_schema, batches())
-    if written.digest.rows != unit.rows:
-        raise _short_rows(
-            f"output {unit.path}", written.digest.rows, unit.rows, (r.shard for r in unit.ranges)
-        )
-    found = _describe_output(ctx, unit, written)
-    ctx.journal.record("unit", unit.index, found.shard.to_dict())
+    source = batches()
+    stream = _RowStream(source)
+    try:
+        for count, unit in enumerate(chain.units, start=1):
+            yield unit, stream.take(None if count == len(chain.units) else unit.rows)
+    finally:
+        source.close()  # the open shard of a chain that stopped early
+
+
+def copy_units(ctx: RewriteContext, chain: UnitChain[OutputUnit]) -> list[DescribedShard]:
+    """Write the output files of ``chain`` in order from one pass over its source ranges; record each in the
+    journal when it is checked."""
+    found = []
+    for unit, rows in _chain_parts(ctx, chain):
+        written = _write_file(ctx.dest, unit.path, ctx.out_fmt, ctx.written_schema, rows)
+        if written.digest.rows != unit.rows:
+            raise _short_rows(
+                f"output {unit.path}", written.digest.rows, unit.rows, (r.shard for r in unit.ranges)
+            )
+        described = _describe_output(ctx, unit, written)
+        ctx.journal.record("unit", unit.index, described.shard.to_dict())
+        found.append(described)
     return found
 
 
@@ -388,8 +428,13 @@ def spill_schema(schema: pa.Schema) -> pa.Schema:
     return stored.append(pa.field(POSITION_FIELD, pa.uint64(), nullable=False))
 
 
-def scatter_unit(ctx: RewriteContext, unit: ScatterUnit) -> dict[str, Any]:
-    """Shuffle pass 1 for one source range: write its rows, grouped by bucket, to a spill file."""
+def scatter_units(ctx: RewriteContext, chain: UnitChain[ScatterUnit]) -> list[dict[str, Any]]:
+    """Shuffle pass 1 for a chain of source ranges, from one pass over them: each range's spill file."""
+    return [_scatter(ctx, unit, rows) for unit, rows in _chain_parts(ctx, chain)]
+
+
+def _scatter(ctx: RewriteContext, unit: ScatterUnit, source: Iterator[pa.RecordBatch]) -> dict[str, Any]:
+    """Write the rows of one source range (``source``), grouped by bucket, to its spill file."""
     plan = ctx.plan
     permutation = Permutation(plan.total_rows, plan.seed or 0)
     starts = np.asarray(plan.bucket_starts, dtype=np.uint64)
@@ -398,12 +443,8 @@ def scatter_unit(ctx: RewriteContext, unit: ScatterUnit) -> dict[str, Any]:
     path = spill_name(unit.index)
     index: list[int] = []
     offset = unit.offset
-    rng = SourceRange(shard=unit.shard, start=unit.start, stop=unit.stop, whole=unit.whole)
     with ctx.spill_loc.atomic_writer(path) as handle:
         sink = HashingWriter(handle)
-        source = iter_range(
-            ctx.source_loc, ctx.source_fmt, ctx.schema, rng, plan.batch_rows, check=ctx.check_of(rng)
-        )
         with _spill_format(ctx.spill_loc).open_writer(sink, schema) as writer:  # type: ignore[arg-type]
             pending = _BucketPieces(writer, index, schema)
             for batch in read_ahead(source):

@@ -13,7 +13,8 @@ result is byte-identical to an uninterrupted run, whatever the worker count.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+import itertools
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -32,15 +33,21 @@ from dsm.rewrite.execute import (
     RewriteContext,
     SourceChanged,
     bucket_pieces,
-    copy_unit,
+    copy_units,
     digest_of,
     gather_unit,
-    scatter_unit,
+    scatter_units,
     source_format,
     spill_name,
 )
 from dsm.rewrite.journal import DestinationClaim, Journal, is_journal_path, remove_spill, remove_temporaries
-from dsm.rewrite.plan import OutputUnit, RewritePlan, ScatterUnit, SourceRange, plan_rewrite
+from dsm.rewrite.plan import (
+    OutputUnit,
+    RewritePlan,
+    Unit,
+    chain_units,
+    plan_rewrite,
+)
 from dsm.rewrite.spec import RewriteSpec, estimate_rows_per_shard
 from dsm.shards import DescribedShard, contract_location, dataset_fingerprint
 from dsm.storage import Location, canonical_location, claimed_location, is_within, location, overlaps, redact
@@ -537,35 +544,66 @@ def _write_units(
     executor: Executor,
     progress: Progress,
 ) -> list[DescribedShard]:
-    """Write the output files of ``todo`` (a shuffle's scatter pass first, kept from a previous run). The
-    bar moves as each unit finishes, in this process (the driver), whatever the executor."""
+    """Write the output files of ``todo``: in chains that read their rows once (see
+    :func:`~dsm.rewrite.plan.chain_units`), or a shuffle's scatter pass (kept from a previous run) and then
+    its gathers. The bar moves as each unit finishes, in this process (the driver), whatever the executor."""
     plan, journal = ctx.plan, ctx.journal
+    if not plan.shuffle:
+        chains = chain_units(todo, _fragments(ctx, todo, workers), plan.batch_rows)
+
+        def chain_done(index: int, _: list[DescribedShard]) -> None:
+            for unit in chains[index].units:
+                progress.advance(ctx.unit_bytes(unit))
+                unit_journaled()  # a test's crash point (dsm._testing): counted here, where the job runs
+
+        written = map_units(
+            partial(copy_units, ctx), chains, workers=workers, on_done=chain_done, executor=executor
+        )
+        return [found for part in written for found in part]
 
     def unit_done(index: int, _: DescribedShard) -> None:
         progress.advance(ctx.unit_bytes(todo[index]))
-        unit_journaled()  # a test's crash point (dsm._testing): counted here, where the job runs
+        unit_journaled()
 
-    if todo and plan.shuffle:
+    if todo:
         spill_paths = {s.index: spill_name(s.index) for s in plan.scatter}
         spill_records = journal.records("scatter") if resume else {}
         spilled = _kept(ctx.spill_loc, spill_records, spill_paths, workers, executor) if resume else {}
         missing = [s for s in plan.scatter if s.index not in spilled]
+        pieces = chain_units(missing, _fragments(ctx, missing, workers), plan.batch_rows)
 
-        def scatter_done(index: int, _: dict[str, Any]) -> None:
-            unit = missing[index]
-            progress.advance(ctx.range_bytes(_range_of(unit)))
-            unit_journaled()
+        def scatter_done(index: int, _: list[dict[str, Any]]) -> None:
+            for unit in pieces[index].units:
+                progress.advance(ctx.range_bytes(unit.ranges[0]))
+                unit_journaled()
 
         scattered = map_units(
-            partial(scatter_unit, ctx), missing, workers=workers, on_done=scatter_done, executor=executor
+            partial(scatter_units, ctx), pieces, workers=workers, on_done=scatter_done, executor=executor
         )
-        spilled.update({s.index: r for s, r in zip(missing, scattered, strict=True)})
+        spilled.update(
+            {s.index: r for s, r in zip(missing, [r for part in scattered for r in part], strict=True)}
+        )
         ctx.bucket_pieces = bucket_pieces(spilled)
-        unit_fn = partial(gather_unit, ctx)
-    else:
-        unit_fn = partial(copy_unit, ctx)
-    return map_units(unit_fn, todo, workers=workers, on_done=unit_done, executor=executor)
+    return map_units(partial(gather_unit, ctx), todo, workers=workers, on_done=unit_done, executor=executor)
 
 
-def _range_of(unit: ScatterUnit) -> SourceRange:
-    return SourceRange(shard=unit.shard, start=unit.start, stop=unit.stop, whole=unit.whole)
+def _fragments(ctx: RewriteContext, units: Sequence[Unit], workers: int | None) -> dict[str, list[int]]:
+    """The fragment rows of each source shard that two consecutive ``units`` split (what
+    :func:`~dsm.rewrite.plan.chain_units` needs): from each file's metadata where the format has
+    fragments (Parquet footers, read here, in the driver), else the one fragment the contract counts."""
+    split = sorted(
+        {
+            before.ranges[-1].shard
+            for before, after in itertools.pairwise(units)
+            if before.ranges and after.ranges and before.ranges[-1].shard == after.ranges[0].shard
+        }
+    )
+    fmt = ctx.source_fmt
+    if type(fmt).fragment_count is Format.fragment_count:
+        return {path: [ctx.shard(path).rows or 0] for path in split}
+
+    def rows_of(path: str) -> list[int]:
+        with ctx.source_loc.open(path) as handle:
+            return fmt.fragment_rows(handle, shard=path)
+
+    return dict(zip(split, map_units(rows_of, split, workers=workers), strict=True))
