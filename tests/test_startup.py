@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
 import pkgutil
 import subprocess
 import sys
@@ -200,3 +201,24 @@ def test_a_rewrite_with_a_count_imports_no_pydantic(tiny_registry: str, tmp_path
 def test_loading_the_cli_imports_nothing_heavy() -> None:
     loaded = _imported_after("import dsm.cli.app")
     assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
+
+
+def test_the_command_starts_no_blas_threads() -> None:
+    """NumPy's OpenBLAS starts a spinning thread per core on import; the command needs none (it does no
+    linear algebra) and starts none, unless the environment asks for them; ``import dsm`` changes nothing."""
+    count = "import os, numpy\nprint(len(os.listdir('/proc/self/task')))"
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+
+    def threads(prelude: str, **extra: str) -> int:
+        run = subprocess.run(
+            [sys.executable, "-c", prelude + count], env={**env, **extra}, capture_output=True, text=True
+        )
+        assert run.returncode == 0, run.stderr
+        return int(run.stdout)
+
+    cli = "from dsm.cli import _one_blas_thread\n_one_blas_thread()\n"
+    assert threads(cli) == threads("", OPENBLAS_NUM_THREADS="1")
+    assert threads("import dsm\n") == threads("")
+    assert threads(cli, OPENBLAS_NUM_THREADS="2") == threads("", OPENBLAS_NUM_THREADS="2")
+    if (os.cpu_count() or 1) > 1:
+        assert threads("") > threads(cli)
