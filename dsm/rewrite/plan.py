@@ -15,6 +15,7 @@ output file ``k`` holds the rows whose *position* under a seeded permutation of 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -235,7 +236,7 @@ class UnitChain(Generic[Unit]):
 
 
 def chain_units(
-    units: Sequence[Unit], fragments: Mapping[str, Sequence[int]], batch_rows: int
+    units: Sequence[Unit], fragments: Mapping[str, Sequence[int]], batch_rows: int, parallel: int = 1
 ) -> tuple[UnitChain[Unit], ...]:
     """``units`` (in plan order) grouped into chains, each run as one task that reads its rows once.
 
@@ -245,8 +246,10 @@ def chain_units(
     ``k + 1`` therefore joins unit ``k``'s chain where it continues ``k``'s last source range inside a
     fragment and the rows decoded twice at that cut would be at least a quarter of its own rows
     (``fragments``: the rows of each fragment of the shards whose layout is known; never through a shard not
-    in it). Apart, units run in parallel; so a reshard decodes at most a quarter more rows than it copies.
-    The output bytes are the same either way.
+    in it). Apart, units run in parallel: a chain holding more than its share of the rows (their sum over
+    ``parallel``, the workers) is cut in two near its middle, again until none does, so that every worker
+    has work. With one worker a rewrite decodes at most a quarter more rows than it copies. The output
+    bytes are the same however the units are chained.
     """
     chains: list[list[Unit]] = []
     for unit in units:
@@ -260,7 +263,19 @@ def chain_units(
                     chains[-1].append(unit)
                     continue
         chains.append([unit])
-    return tuple(UnitChain(tuple(chain)) for chain in chains)
+    share = -(-sum(u.rows for u in units) // max(1, parallel))
+    return tuple(UnitChain(tuple(part)) for chain in chains for part in _within(chain, share))
+
+
+def _within(chain: list[Unit], share: int) -> list[list[Unit]]:
+    """``chain`` cut in two near its middle (by rows), and again, until no part holds more than ``share``
+    rows or a part is one unit."""
+    rows = sum(u.rows for u in chain)
+    if len(chain) == 1 or rows <= share:
+        return [chain]
+    before = list(itertools.accumulate(u.rows for u in chain))  # rows before the cut after unit k - 1
+    cut = min(range(1, len(chain)), key=lambda k: abs(2 * before[k - 1] - rows))
+    return _within(chain[:cut], share) + _within(chain[cut:], share)
 
 
 def _fragment_of(rows: Sequence[int] | None, row: int) -> tuple[int, int]:

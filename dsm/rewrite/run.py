@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from dsm._testing import unit_journaled
 from dsm.contract import Contract, DatasetFingerprint, Schema, Shard
-from dsm.engine import Executor, LocalExecutor, NullProgress, Progress, map_units
+from dsm.engine import Executor, LocalExecutor, NullProgress, Progress, default_workers, map_units
 from dsm.engine.progress import Passes, report_progress
 from dsm.errors import CheckFailed, DatasetNotFound, InputError, SchemaError
 from dsm.formats import Format
@@ -548,8 +548,9 @@ def _write_units(
     :func:`~dsm.rewrite.plan.chain_units`), or a shuffle's scatter pass (kept from a previous run) and then
     its gathers. The bar moves as each unit finishes, in this process (the driver), whatever the executor."""
     plan, journal = ctx.plan, ctx.journal
+    parallel = workers or default_workers()  # what the chains are cut to keep busy
     if not plan.shuffle:
-        chains = chain_units(todo, _fragments(ctx, todo, workers), plan.batch_rows)
+        chains = chain_units(todo, _fragments(ctx, todo, workers), plan.batch_rows, parallel)
 
         def chain_done(index: int, _: list[DescribedShard]) -> None:
             for unit in chains[index].units:
@@ -570,7 +571,7 @@ def _write_units(
         spill_records = journal.records("scatter") if resume else {}
         spilled = _kept(ctx.spill_loc, spill_records, spill_paths, workers, executor) if resume else {}
         missing = [s for s in plan.scatter if s.index not in spilled]
-        pieces = chain_units(missing, _fragments(ctx, missing, workers), plan.batch_rows)
+        pieces = chain_units(missing, _fragments(ctx, missing, workers), plan.batch_rows, parallel)
 
         def scatter_done(index: int, _: list[dict[str, Any]]) -> None:
             for unit in pieces[index].units:
