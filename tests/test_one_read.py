@@ -126,6 +126,48 @@ def test_rewrite_checks_each_source_from_the_read_that_copies_it(
     assert read == sizes
 
 
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_a_rewrite_that_cuts_row_groups_still_gets_each_byte_once(
+    moto_server: MotoServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shuffle: bool
+) -> None:
+    """Source files of one row group each, cut into two output files each (in order) or two pass-1 pieces
+    each (shuffled): each file's two units run as one chain that reads it from its first row to its last,
+    so its checksum comes from that read too, and the GET bytes are the dataset's, not two or three times:
+    each byte once, and the footer once more (its last 8 bytes, then the footer), where the driver reads the
+    row groups that decide the chains."""
+    from dsm.rewrite import plan
+
+    bucket = f"one-read-chains-{int(shuffle)}"
+    client = moto_server.client()
+    client.create_bucket(Bucket=bucket)
+    sizes, footers = {}, {}
+    for i in range(3):
+        sink = io.BytesIO()
+        pq.write_table(_table(6_000, seed=i), sink, compression="zstd")  # one row group
+        client.put_object(Bucket=bucket, Key=f"data/part-{i}.parquet", Body=sink.getvalue())
+        sizes[f"{bucket}/data/part-{i}.parquet"] = len(sink.getvalue())
+        footers[f"{bucket}/data/part-{i}.parquet"] = int.from_bytes(sink.getvalue()[-8:-4], "little") + 8
+    options = moto_server.options()
+    registry = str(tmp_path / "registry")
+    dsm.register(f"s3://{bucket}/data", name="src", registry=registry, storage_options=options)
+    # pass 1 cuts a file of more than this many bytes into row ranges: here every file, in two
+    monkeypatch.setattr(plan, "SCATTER_UNIT_BYTES", min(sizes.values()) // 2 + 1)
+    with moto_server.get_bytes(prefix=f"{bucket}/data/") as read:
+        dsm.reshard(
+            "src",
+            f"s3://{bucket}/out",
+            num_shards=6,
+            shuffle=shuffle,
+            seed=3 if shuffle else None,
+            workers=2,
+            registry=registry,
+            storage_options=options,
+        )
+    assert read.keys() == sizes.keys()
+    for key, size in sizes.items():
+        assert size <= read[key] <= size + footers[key] + 8, (key, read[key], size, footers[key])
+
+
 def test_deep_verify_from_one_read_still_names_a_changed_byte(
     moto_server: MotoServer, tmp_path: Path
 ) -> None:

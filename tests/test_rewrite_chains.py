@@ -1,5 +1,5 @@
 """A reshard decodes each source row group about once (issue 17): output files cut from the same row group are
-written in a chain (:func:`dsm.rewrite.plan.chain_units`) that reads it once, instead of each file decoding
+written in a chain (:func:`dsm.rewrite.chains.chain_units`) that reads it once, instead of each file decoding
 the group from its first row and dropping the rows before its own.
 
 Generated: Parquet files written by pyarrow (a drawn row-group layout per file), DuckDB and Polars (a drawn
@@ -26,9 +26,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dsm
+from dsm.errors import CheckFailed
 from dsm.formats.parquet import ParquetFormat
 from dsm.rewrite import plan
-from dsm.rewrite.plan import OutputUnit, SourceRange, chain_units
+from dsm.rewrite.chains import chain_units
+from dsm.rewrite.plan import OutputUnit, SourceRange
 from tests.trust_support import check_published
 
 
@@ -137,8 +139,9 @@ def test_units_chain_only_through_a_fragment_they_share() -> None:
     fragments = {"a": [300], "b": [40] * 7 + [20]}
     chains = chain_units(units, fragments, batch_rows=10)
     assert [[u.index for u in c.units] for c in chains] == [[0, 1, 2], [3], [4], [6]]
+    # a's rows joined into one read of the whole shard, which can check its checksum
     assert chains[0].ranges == (
-        SourceRange(shard="a", start=0, stop=300, whole=False),
+        SourceRange(shard="a", start=0, stop=300, whole=True),
         SourceRange(shard="b", start=0, stop=40, whole=False),
     )
     assert chains[0].path == "part-0"
@@ -155,3 +158,29 @@ def test_units_chain_only_through_a_fragment_they_share() -> None:
     assert len(chain_units(units[:1], fragments, 10, parallel=8)) == 1
     # a shard whose layout is not known is never chained through
     assert len(chain_units(units[:2], {}, batch_rows=10)) == 2
+
+
+@pytest.mark.parametrize("damage", ["decodes", "does-not-decode"])
+def test_a_changed_shard_read_by_a_chain_fails_its_checksum_and_leaves_nothing(
+    tmp_path: Path, damage: str
+) -> None:
+    """A shard that a chain reads from its first row to its last is checked by that read (no read of its
+    own before): a changed byte stops the rewrite, naming the shard, with nothing left at the destination
+    and nothing registered, whether or not the changed bytes still decode."""
+    registry = str(tmp_path / "registry")
+    table = _write(tmp_path / "source", "pyarrow", [[600], [600]])
+    dsm.register(str(tmp_path / "source"), name="src", registry=registry)
+    victim = tmp_path / "source" / "part-1.parquet"
+    data = bytearray(victim.read_bytes())
+    metadata = pq.read_metadata(victim)
+    column = metadata.row_group(0).column(0)
+    # a byte of the id column's pages (still decodes, to other values), or of the file's magic number
+    at = column.data_page_offset + column.total_compressed_size - 2 if damage == "decodes" else -1
+    data[at] ^= 0x01
+    victim.write_bytes(bytes(data))
+    with pytest.raises(CheckFailed, match=r"shard part-1\.parquet: corrupt"):
+        dsm.reshard("src@1", str(tmp_path / "out"), num_shards=4, workers=1, name="out", registry=registry)
+    left = [p for p in (tmp_path / "out").rglob("*") if p.is_file()] if (tmp_path / "out").exists() else []
+    assert left == []
+    assert dsm.Registry(registry).versions("src") == [1]
+    assert table.num_rows == 1200

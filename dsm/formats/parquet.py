@@ -212,8 +212,22 @@ class ParquetFormat(Format):
         return int(self._open(file, shard).metadata.num_row_groups)
 
     def fragment_rows(self, file: IO[bytes], *, shard: str) -> list[int]:
-        """Rows of each row group, from the footer (nothing is decoded)."""
-        metadata = self._open(file, shard).metadata
+        """Rows of each row group, from the footer alone (nothing is decoded): the file's last 8 bytes, then
+        the footer whose length they give, where pyarrow would read the last 64 KiB (on an object store,
+        bytes that the read that decodes the file then downloads again)."""
+        file.seek(0, 2)
+        size = file.tell()
+        file.seek(max(0, size - 8))
+        tail = file.read(8)
+        length = int.from_bytes(tail[:4], "little")
+        if len(tail) < 8 or tail[4:] != b"PAR1" or length + 12 > size:
+            raise FormatError(f"shard {shard}: not a readable Parquet file (no footer at its end)")
+        file.seek(size - 8 - length)
+        footer = file.read(length)
+        try:
+            metadata = pq.read_metadata(pa.BufferReader(b"PAR1" + footer + tail))
+        except (pa.ArrowException, OSError) as exc:
+            raise _unreadable(shard, exc) from None
         return [int(metadata.row_group(i).num_rows) for i in range(metadata.num_row_groups)]
 
     def iter_fragments(

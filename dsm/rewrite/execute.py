@@ -39,8 +39,9 @@ from dsm.formats.arrow import ArrowFormat
 from dsm.hashing.checksum import HashingWriter, algorithm_of, short_checksum
 from dsm.hashing.fingerprint import RowDigest, digest_batch
 from dsm.hashing.permutation import Permutation
+from dsm.rewrite.chains import Unit, UnitChain
 from dsm.rewrite.journal import JOURNAL_DIR, Journal
-from dsm.rewrite.plan import OutputUnit, RewritePlan, ScatterUnit, SourceRange, Unit, UnitChain
+from dsm.rewrite.plan import OutputUnit, RewritePlan, ScatterUnit, SourceRange
 from dsm.shards import DescribedShard, describe_shard, iter_open_shard, iter_shard, read_once, shard_entry
 from dsm.storage import Location, redact
 
@@ -95,6 +96,8 @@ class RewriteContext:
     """Prove each written file by reading it back (else from the written batches and bytes)."""
     checked_in_read: frozenset[str] = frozenset()
     """Source shards whose size and checksum are checked by the read that copies them (one read each)."""
+    fragments: Mapping[str, Sequence[int]] = field(default_factory=dict)
+    """The fragment rows of the source shards that units split (:func:`~dsm.rewrite.chains.chain_units`)."""
     out_schema: pa.Schema | None = None
     """What the target format's files hold (``Format.storage``); the source's schema when None."""
 
@@ -389,7 +392,7 @@ def _chain_parts(
     ctx: RewriteContext, chain: UnitChain[Unit]
 ) -> Iterator[tuple[Unit, Iterator[pa.RecordBatch]]]:
     """Each unit of ``chain`` with its rows, all cut from one pass over the chain's source ranges (see
-    :func:`~dsm.rewrite.plan.chain_units`); a unit's rows must be consumed before the next unit's."""
+    :func:`~dsm.rewrite.chains.chain_units`); a unit's rows must be consumed before the next unit's."""
 
     def batches() -> Generator[pa.RecordBatch, None, None]:
         for rng in chain.ranges:

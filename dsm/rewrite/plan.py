@@ -15,12 +15,11 @@ output file ``k`` holds the rows whose *position* under a seeded permutation of 
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from dsm.contract import Contract
 from dsm.errors import InputError
@@ -35,8 +34,6 @@ __all__ = [
     "RewritePlan",
     "ScatterUnit",
     "SourceRange",
-    "UnitChain",
-    "chain_units",
     "check_layout",
     "check_shard_count",
     "layout",
@@ -204,89 +201,6 @@ class ScatterUnit:
             "stop": self.stop,
             "offset": self.offset,
         }
-
-
-Unit = TypeVar("Unit", OutputUnit, ScatterUnit)
-
-
-@dataclass(frozen=True)
-class UnitChain(Generic[Unit]):
-    """Consecutive units (output files, or a shuffle's pass-1 pieces) run one after the other from one pass
-    over their source rows (:func:`chain_units`): how they are run, not what they write."""
-
-    units: tuple[Unit, ...]
-
-    @property
-    def path(self) -> str:
-        """What the chain is called in messages and task names: its first file, or its first piece's shard."""
-        first = self.units[0]
-        return first.path if isinstance(first, OutputUnit) else first.shard
-
-    @property
-    def ranges(self) -> tuple[SourceRange, ...]:
-        """The units' source ranges in order, a range that the next unit continues joined to it."""
-        out: list[SourceRange] = []
-        for rng in (r for unit in self.units for r in unit.ranges):
-            last = out[-1] if out else None
-            if last is not None and last.shard == rng.shard and last.stop == rng.start:
-                out[-1] = SourceRange(shard=rng.shard, start=last.start, stop=rng.stop, whole=False)
-            else:
-                out.append(rng)
-        return tuple(out)
-
-
-def chain_units(
-    units: Sequence[Unit], fragments: Mapping[str, Sequence[int]], batch_rows: int, parallel: int = 1
-) -> tuple[UnitChain[Unit], ...]:
-    """``units`` (in plan order) grouped into chains, each run as one task that reads its rows once.
-
-    A read cannot start inside a fragment (a Parquet row group; the whole file, for a format without
-    fragments): it decodes the fragment from its first row and drops the rows before its own, and the read
-    that ends there decodes on to the end of its last batch (``batch_rows``, within the fragment). Unit
-    ``k + 1`` therefore joins unit ``k``'s chain where it continues ``k``'s last source range inside a
-    fragment and the rows decoded twice at that cut would be at least a quarter of its own rows
-    (``fragments``: the rows of each fragment of the shards whose layout is known; never through a shard not
-    in it). Apart, units run in parallel: a chain holding more than its share of the rows (their sum over
-    ``parallel``, the workers) is cut in two near its middle, again until none does, so that every worker
-    has work. With one worker a rewrite decodes at most a quarter more rows than it copies. The output
-    bytes are the same however the units are chained.
-    """
-    chains: list[list[Unit]] = []
-    for unit in units:
-        last = chains[-1][-1] if chains else None
-        if last is not None and last.index + 1 == unit.index and unit.ranges and last.ranges:
-            before, after = last.ranges[-1], unit.ranges[0]
-            if before.shard == after.shard and before.stop == after.start:
-                start, stop = _fragment_of(fragments.get(after.shard), after.start)
-                twice = after.start - start + min(stop - after.start, batch_rows)
-                if after.start > start and 4 * twice >= unit.rows:
-                    chains[-1].append(unit)
-                    continue
-        chains.append([unit])
-    share = -(-sum(u.rows for u in units) // max(1, parallel))
-    return tuple(UnitChain(tuple(part)) for chain in chains for part in _within(chain, share))
-
-
-def _within(chain: list[Unit], share: int) -> list[list[Unit]]:
-    """``chain`` cut in two near its middle (by rows), and again, until no part holds more than ``share``
-    rows or a part is one unit."""
-    rows = sum(u.rows for u in chain)
-    if len(chain) == 1 or rows <= share:
-        return [chain]
-    before = list(itertools.accumulate(u.rows for u in chain))  # rows before the cut after unit k - 1
-    cut = min(range(1, len(chain)), key=lambda k: abs(2 * before[k - 1] - rows))
-    return _within(chain[:cut], share) + _within(chain[cut:], share)
-
-
-def _fragment_of(rows: Sequence[int] | None, row: int) -> tuple[int, int]:
-    """The rows ``[start, stop)`` of the fragment holding ``row`` (``(row, row)`` where the layout is not
-    known)."""
-    start = 0
-    for count in rows or ():
-        if start + count > row:
-            return start, start + count
-        start += count
-    return row, row
 
 
 @dataclass(frozen=True, kw_only=True)

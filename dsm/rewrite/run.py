@@ -13,7 +13,6 @@ result is byte-identical to an uninterrupted run, whatever the worker count.
 from __future__ import annotations
 
 import contextlib
-import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -29,6 +28,7 @@ from dsm.errors import CheckFailed, DatasetNotFound, InputError, SchemaError
 from dsm.formats import Format
 from dsm.hashing.checksum import algorithm_of, known_algorithms
 from dsm.hashing.fingerprint import ALGORITHM
+from dsm.rewrite.chains import chain_units, source_fragments
 from dsm.rewrite.execute import (
     RewriteContext,
     SourceChanged,
@@ -41,13 +41,7 @@ from dsm.rewrite.execute import (
     spill_name,
 )
 from dsm.rewrite.journal import DestinationClaim, Journal, is_journal_path, remove_spill, remove_temporaries
-from dsm.rewrite.plan import (
-    OutputUnit,
-    RewritePlan,
-    Unit,
-    chain_units,
-    plan_rewrite,
-)
+from dsm.rewrite.plan import OutputUnit, RewritePlan, ScatterUnit, plan_rewrite
 from dsm.rewrite.spec import RewriteSpec, estimate_rows_per_shard
 from dsm.shards import DescribedShard, contract_location, dataset_fingerprint
 from dsm.storage import Location, canonical_location, claimed_location, is_within, location, overlaps, redact
@@ -278,9 +272,11 @@ def execute_rewrite(
     if stale_spill is not None:
         notes.append(f"the pass-1 files an interrupted run left in {redact(stale_spill.url)} are deleted")
     runner: Executor = executor if executor is not None else LocalExecutor()
-    # One read per source shard where a unit reads it whole: its checksum is checked from that read. The
-    # others (split between units, or a resumed run's) are checked before anything is written.
-    in_read = frozenset() if header is not None else whole_reads(plan)
+    fragments = source_fragments(job.source_loc, job.source_fmt, source, _units(plan), workers)
+    # One read per source shard where a unit, or a chain of units, reads it whole: its checksum is checked
+    # from that read. The others (split between units, or a resumed run's) are checked before anything is
+    # written.
+    in_read = frozenset() if header is not None else whole_reads(plan, fragments, workers)
     in_read = frozenset(
         s.path
         for s in source.shards
@@ -314,6 +310,7 @@ def execute_rewrite(
             spill=job.spill,
             read_back=job.read_back,
             checked_in_read=in_read,
+            fragments=fragments,
         )
         _sweep(ctx)
         try:
@@ -384,11 +381,23 @@ def _undo(ctx: RewriteContext, journal: Journal) -> None:
     journal.remove()
 
 
-def whole_reads(plan: RewritePlan) -> frozenset[str]:
-    """The source shards that the plan's units read whole (each once)."""
-    if plan.shuffle:
-        return frozenset(s.shard for s in plan.scatter if s.whole)
-    return frozenset(r.shard for u in plan.units for r in u.ranges if r.whole)
+def whole_reads(
+    plan: RewritePlan, fragments: Mapping[str, Sequence[int]], workers: int | None
+) -> frozenset[str]:
+    """The source shards that one unit, or one chain of units, reads whole (each once) when the plan runs
+    from its start."""
+    chains = chain_units(_units(plan), fragments, plan.batch_rows, _parallel(workers))
+    return frozenset(r.shard for chain in chains for r in chain.ranges if r.whole)
+
+
+def _units(plan: RewritePlan) -> Sequence[OutputUnit | ScatterUnit]:
+    """The units that read the source: a shuffle's pass-1 pieces, else the output files."""
+    return plan.scatter if plan.shuffle else plan.units
+
+
+def _parallel(workers: int | None) -> int:
+    """How many units run at once: what chains are cut to keep busy."""
+    return workers or default_workers()
 
 
 def _check_source(loc: Location, shard: Shard) -> PhysicalCheck:
@@ -545,12 +554,11 @@ def _write_units(
     progress: Progress,
 ) -> list[DescribedShard]:
     """Write the output files of ``todo``: in chains that read their rows once (see
-    :func:`~dsm.rewrite.plan.chain_units`), or a shuffle's scatter pass (kept from a previous run) and then
+    :func:`~dsm.rewrite.chains.chain_units`), or a shuffle's scatter pass (kept from a previous run) and then
     its gathers. The bar moves as each unit finishes, in this process (the driver), whatever the executor."""
     plan, journal = ctx.plan, ctx.journal
-    parallel = workers or default_workers()  # what the chains are cut to keep busy
     if not plan.shuffle:
-        chains = chain_units(todo, _fragments(ctx, todo, workers), plan.batch_rows, parallel)
+        chains = chain_units(todo, ctx.fragments, plan.batch_rows, _parallel(workers))
 
         def chain_done(index: int, _: list[DescribedShard]) -> None:
             for unit in chains[index].units:
@@ -571,7 +579,7 @@ def _write_units(
         spill_records = journal.records("scatter") if resume else {}
         spilled = _kept(ctx.spill_loc, spill_records, spill_paths, workers, executor) if resume else {}
         missing = [s for s in plan.scatter if s.index not in spilled]
-        pieces = chain_units(missing, _fragments(ctx, missing, workers), plan.batch_rows, parallel)
+        pieces = chain_units(missing, ctx.fragments, plan.batch_rows, _parallel(workers))
 
         def scatter_done(index: int, _: list[dict[str, Any]]) -> None:
             for unit in pieces[index].units:
@@ -586,25 +594,3 @@ def _write_units(
         )
         ctx.bucket_pieces = bucket_pieces(spilled)
     return map_units(partial(gather_unit, ctx), todo, workers=workers, on_done=unit_done, executor=executor)
-
-
-def _fragments(ctx: RewriteContext, units: Sequence[Unit], workers: int | None) -> dict[str, list[int]]:
-    """The fragment rows of each source shard that two consecutive ``units`` split (what
-    :func:`~dsm.rewrite.plan.chain_units` needs): from each file's metadata where the format has
-    fragments (Parquet footers, read here, in the driver), else the one fragment the contract counts."""
-    split = sorted(
-        {
-            before.ranges[-1].shard
-            for before, after in itertools.pairwise(units)
-            if before.ranges and after.ranges and before.ranges[-1].shard == after.ranges[0].shard
-        }
-    )
-    fmt = ctx.source_fmt
-    if type(fmt).fragment_count is Format.fragment_count:
-        return {path: [ctx.shard(path).rows or 0] for path in split}
-
-    def rows_of(path: str) -> list[int]:
-        with ctx.source_loc.open(path) as handle:
-            return fmt.fragment_rows(handle, shard=path)
-
-    return dict(zip(split, map_units(rows_of, split, workers=workers), strict=True))
