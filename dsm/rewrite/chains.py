@@ -79,6 +79,7 @@ def chain_units(
 
 
 def _joined(units: Sequence[Unit], fragments: Mapping[str, Sequence[int]]) -> tuple[SourceRange, ...]:
+    """The source ranges of ``units`` in order, each range that the next continues joined to it."""
     out: list[SourceRange] = []
     for rng in (r for unit in units for r in unit.ranges):
         last = out[-1] if out else None
@@ -96,8 +97,8 @@ def _within(chain: list[Unit], share: int) -> list[list[Unit]]:
     rows = sum(u.rows for u in chain)
     if len(chain) == 1 or rows <= share:
         return [chain]
-    before = list(itertools.accumulate(u.rows for u in chain))  # rows before the cut after unit k - 1
-    cut = min(range(1, len(chain)), key=lambda k: abs(2 * before[k - 1] - rows))
+    upto = list(itertools.accumulate(u.rows for u in chain))  # upto[k - 1]: the rows before unit k
+    cut = min(range(1, len(chain)), key=lambda k: abs(2 * upto[k - 1] - rows))
     return _within(chain[:cut], share) + _within(chain[cut:], share)
 
 

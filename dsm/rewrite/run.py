@@ -28,7 +28,7 @@ from dsm.errors import CheckFailed, DatasetNotFound, InputError, SchemaError
 from dsm.formats import Format
 from dsm.hashing.checksum import algorithm_of, known_algorithms
 from dsm.hashing.fingerprint import ALGORITHM
-from dsm.rewrite.chains import chain_units, source_fragments
+from dsm.rewrite.chains import Unit, UnitChain, chain_units, source_fragments
 from dsm.rewrite.execute import (
     RewriteContext,
     SourceChanged,
@@ -390,6 +390,15 @@ def whole_reads(
     return frozenset(r.shard for chain in chains for r in chain.ranges if r.whole)
 
 
+def _checking(ctx: RewriteContext, chains: tuple[UnitChain[Unit], ...]) -> tuple[UnitChain[Unit], ...]:
+    """``chains``, after making sure that each shard left to be checked by the read that copies it is read
+    whole by one of them (else it would go unchecked: a bug, stopped here)."""
+    unread = ctx.checked_in_read - {r.shard for chain in chains for r in chain.ranges if r.whole}
+    if unread:
+        raise RuntimeError(f"source shards {sorted(unread)} would be checked by a read that is not made")
+    return chains
+
+
 def _units(plan: RewritePlan) -> Sequence[OutputUnit | ScatterUnit]:
     """The units that read the source: a shuffle's pass-1 pieces, else the output files."""
     return plan.scatter if plan.shuffle else plan.units
@@ -558,7 +567,7 @@ def _write_units(
     its gathers. The bar moves as each unit finishes, in this process (the driver), whatever the executor."""
     plan, journal = ctx.plan, ctx.journal
     if not plan.shuffle:
-        chains = chain_units(todo, ctx.fragments, plan.batch_rows, _parallel(workers))
+        chains = _checking(ctx, chain_units(todo, ctx.fragments, plan.batch_rows, _parallel(workers)))
 
         def chain_done(index: int, _: list[DescribedShard]) -> None:
             for unit in chains[index].units:
@@ -579,7 +588,7 @@ def _write_units(
         spill_records = journal.records("scatter") if resume else {}
         spilled = _kept(ctx.spill_loc, spill_records, spill_paths, workers, executor) if resume else {}
         missing = [s for s in plan.scatter if s.index not in spilled]
-        pieces = chain_units(missing, ctx.fragments, plan.batch_rows, _parallel(workers))
+        pieces = _checking(ctx, chain_units(missing, ctx.fragments, plan.batch_rows, _parallel(workers)))
 
         def scatter_done(index: int, _: list[dict[str, Any]]) -> None:
             for unit in pieces[index].units:
