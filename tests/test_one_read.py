@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -110,20 +111,21 @@ def test_rewrite_checks_each_source_from_the_read_that_copies_it(
     read of their own before it."""
     bucket = f"one-read-rewrite-{int(shuffle)}"
     sizes = _upload(moto_server, bucket, "parquet")
+    read = _reshard_reads(
+        moto_server, bucket, tmp_path, num_shards=1, shuffle=shuffle, seed=3 if shuffle else None
+    )
+    assert read == sizes
+
+
+def _reshard_reads(moto_server: MotoServer, bucket: str, tmp_path: Path, **how: Any) -> dict[str, int]:
+    """Register ``s3://BUCKET/data`` and reshard it into ``s3://BUCKET/out`` as ``how`` says: the bytes
+    the reshard GETs of each source file."""
     options = moto_server.options()
     registry = str(tmp_path / "registry")
     dsm.register(f"s3://{bucket}/data", name="src", registry=registry, storage_options=options)
     with moto_server.get_bytes(prefix=f"{bucket}/data/") as read:
-        dsm.reshard(
-            "src",
-            f"s3://{bucket}/out",
-            num_shards=1,
-            shuffle=shuffle,
-            seed=3 if shuffle else None,
-            registry=registry,
-            storage_options=options,
-        )
-    assert read == sizes
+        dsm.reshard("src", f"s3://{bucket}/out", registry=registry, storage_options=options, **how)
+    return read
 
 
 @pytest.mark.parametrize("shuffle", [False, True])
@@ -147,22 +149,10 @@ def test_a_rewrite_that_cuts_row_groups_still_gets_each_byte_once(
         client.put_object(Bucket=bucket, Key=f"data/part-{i}.parquet", Body=sink.getvalue())
         sizes[f"{bucket}/data/part-{i}.parquet"] = len(sink.getvalue())
         footers[f"{bucket}/data/part-{i}.parquet"] = int.from_bytes(sink.getvalue()[-8:-4], "little") + 8
-    options = moto_server.options()
-    registry = str(tmp_path / "registry")
-    dsm.register(f"s3://{bucket}/data", name="src", registry=registry, storage_options=options)
     # pass 1 cuts a file of more than this many bytes into row ranges: here every file, in two
     monkeypatch.setattr(plan, "SCATTER_UNIT_BYTES", min(sizes.values()) // 2 + 1)
-    with moto_server.get_bytes(prefix=f"{bucket}/data/") as read:
-        dsm.reshard(
-            "src",
-            f"s3://{bucket}/out",
-            num_shards=6,
-            shuffle=shuffle,
-            seed=3 if shuffle else None,
-            workers=2,
-            registry=registry,
-            storage_options=options,
-        )
+    seed = 3 if shuffle else None
+    read = _reshard_reads(moto_server, bucket, tmp_path, num_shards=6, shuffle=shuffle, seed=seed, workers=2)
     assert read.keys() == sizes.keys()
     for key, size in sizes.items():
         assert size <= read[key] <= size + footers[key] + 8, (key, read[key], size, footers[key])
