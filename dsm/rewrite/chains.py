@@ -23,7 +23,7 @@ from dsm.formats import Format
 from dsm.rewrite.plan import OutputUnit, ScatterUnit, SourceRange
 from dsm.storage import Location
 
-__all__ = ["Unit", "UnitChain", "chain_units", "source_fragments"]
+__all__ = ["Unit", "UnitChain", "chain_units", "read_whole", "source_fragments"]
 
 Unit = TypeVar("Unit", bound=OutputUnit | ScatterUnit)
 
@@ -76,6 +76,11 @@ def chain_units(
     share = -(-sum(u.rows for u in units) // max(1, parallel))
     parts = [part for chain in chains for part in _within(chain, share)]
     return tuple(UnitChain(tuple(part), _joined(part, fragments)) for part in parts)
+
+
+def read_whole(chains: Sequence[UnitChain[Unit]]) -> frozenset[str]:
+    """The source shards that one of ``chains`` reads from its first row to its last (each once)."""
+    return frozenset(r.shard for chain in chains for r in chain.ranges if r.whole)
 
 
 def _joined(units: Sequence[Unit], fragments: Mapping[str, Sequence[int]]) -> tuple[SourceRange, ...]:

@@ -28,7 +28,7 @@ from dsm.errors import CheckFailed, DatasetNotFound, InputError, SchemaError
 from dsm.formats import Format
 from dsm.hashing.checksum import algorithm_of, known_algorithms
 from dsm.hashing.fingerprint import ALGORITHM
-from dsm.rewrite.chains import Unit, UnitChain, chain_units, source_fragments
+from dsm.rewrite.chains import Unit, UnitChain, chain_units, read_whole, source_fragments
 from dsm.rewrite.execute import (
     RewriteContext,
     SourceChanged,
@@ -386,14 +386,13 @@ def whole_reads(
 ) -> frozenset[str]:
     """The source shards that one unit, or one chain of units, reads whole (each once) when the plan runs
     from its start."""
-    chains = chain_units(_units(plan), fragments, plan.batch_rows, _parallel(workers))
-    return frozenset(r.shard for chain in chains for r in chain.ranges if r.whole)
+    return read_whole(chain_units(_units(plan), fragments, plan.batch_rows, _parallel(workers)))
 
 
 def _checking(ctx: RewriteContext, chains: tuple[UnitChain[Unit], ...]) -> tuple[UnitChain[Unit], ...]:
     """``chains``, after making sure that each shard left to be checked by the read that copies it is read
     whole by one of them (else it would go unchecked: a bug, stopped here)."""
-    unread = ctx.checked_in_read - {r.shard for chain in chains for r in chain.ranges if r.whole}
+    unread = ctx.checked_in_read - read_whole(chains)
     if unread:
         raise RuntimeError(f"source shards {sorted(unread)} would be checked by a read that is not made")
     return chains
