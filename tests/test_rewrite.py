@@ -14,6 +14,8 @@ import pyarrow.csv as pcsv
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import dsm
@@ -23,7 +25,7 @@ from dsm.demo import make_sample_table
 from dsm.errors import CheckFailed, InputError, SchemaError
 from dsm.formats import format_names, get_format
 from dsm.registry import Registry
-from dsm.rewrite import Permutation, layout, parse_size
+from dsm.rewrite import Permutation, execute, layout, parse_size
 from dsm.rewrite.journal import JOURNAL_DIR, JOURNAL_FILE
 from dsm.storage import location
 from tests.conftest import StorageRoot, write_parquet_shards
@@ -236,6 +238,42 @@ def test_shuffle_with_many_buckets(
     monkeypatch.setattr(plan_module, "SCATTER_UNIT_BYTES", 30_000)
     pieces = reshard("web@1", str(tmp_path / "b"), num_shards=2, shuffle=True, seed=1, registry=registry_url)
     assert _checksums(whole) == _checksums(pieces)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_a_shuffle_position_held_twice_stops_the_gather(
+    tmp_path_factory: pytest.TempPathFactory, sample_table: pa.Table, data: st.DataObject
+) -> None:
+    """Pass 1 gives one row the position of another (a fault in the spill files or in pass 1 itself): the
+    gather finds a bucket that does not hold each of its positions once, whether or not the rows counted,
+    the lowest and the highest position still look right; its file is not written, and nothing is
+    published."""
+    tmp_path = tmp_path_factory.mktemp("twice")
+    registry = str(tmp_path / "registry")
+    _register(StorageRoot(kind="local", url=str(tmp_path / "store")), sample_table, registry)
+    num_shards = data.draw(st.integers(1, 3), label="num_shards")
+    first_batch = 750  # the first source shard's rows, read as one batch
+    copy, onto = data.draw(
+        st.lists(st.integers(0, first_batch - 1), min_size=2, max_size=2, unique=True), label="rows"
+    )
+
+    class Twice(Permutation):
+        def __call__(self, indices: Any) -> np.ndarray:
+            positions = super().__call__(indices)
+            if len(positions) == first_batch and int(indices[0]) == 0:
+                positions = positions.copy()
+                positions[onto] = positions[copy]
+            return positions
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(execute, "Permutation", Twice)
+        with pytest.raises(CheckFailed, match=r"shuffle bucket \d+ of part-.*do not hold each of positions"):
+            reshard(
+                "web@1", str(tmp_path / "out"), num_shards=num_shards, shuffle=True, seed=5, registry=registry
+            )
+    assert Registry(registry).versions("web") == [1]
+    assert len(list((tmp_path / "out").glob("part-*"))) < num_shards  # the failed bucket's file is not there
 
 
 # ----------------------------------------------------------------------------------------- proof and refusals

@@ -3,15 +3,16 @@
 Every unit streams batches of about ``plan.batch_rows`` rows, so memory is bounded by a few batches (plus
 one Parquet row group being built, or one shuffle bucket) whatever the size of the dataset or of a shard.
 
-**Shuffle (two passes, external).** Pass 1 (*scatter*, one unit per source shard or Parquet row range):
-each row's global index ``g`` goes through the seeded permutation (:mod:`dsm.hashing.permutation`) to its
-output *position* ``p``; the positions are cut into buckets of about ``BUCKET_BYTES`` of decoded rows (an
-output file is one or more consecutive buckets); each batch is reordered by bucket and appended, with a
-``p`` column, to the unit's Arrow IPC spill file, one IPC batch per (batch, bucket) and an index of which
-IPC batch holds which bucket. Pass 2 (*gather*, one unit per output file): for each of its buckets in order,
-read that bucket's pieces from every spill file (random access), sort them by ``p``, drop ``p`` and write.
-Output file ``k`` thus holds the rows whose positions fall in its range, in position order: a uniform
-global shuffle, the same for a seed whatever the worker count, in memory bounded by one bucket per worker.
+**Shuffle (two passes, external).** Pass 1 (*scatter*, one unit per source shard or Parquet row range): each
+row's global index ``g`` goes through the seeded permutation (:mod:`dsm.hashing.permutation`) to its output
+*position* ``p``; the positions are cut into buckets of about ``BUCKET_BYTES`` of decoded rows (an output
+file is one or more consecutive buckets); the rows, with a ``p`` column, go to the unit's Arrow IPC spill
+file grouped by bucket, one IPC batch per bucket for each ``SPILL_BUFFER_BYTES`` of rows read, and an index
+of which IPC batch holds which bucket. Pass 2 (*gather*, one unit per output file): for each of its buckets
+in order, read that bucket's pieces from every spill file (random access), sort them by ``p``, drop ``p``
+and write. Output file ``k`` thus holds the rows whose positions fall in its range, in position order: a
+uniform global shuffle, the same for a seed whatever the worker count, in memory bounded by one bucket per
+worker.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from typing import IO, Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
 from dsm import _testing
@@ -441,6 +441,7 @@ def _scatter(ctx: RewriteContext, unit: ScatterUnit, source: Iterator[pa.RecordB
     plan = ctx.plan
     permutation = Permutation(plan.total_rows, plan.seed or 0)
     starts = np.asarray(plan.bucket_starts, dtype=np.uint64)
+    bucket_type = np.min_scalar_type(len(starts))  # 16 bits or fewer: NumPy's stable sort is a radix sort
     schema = spill_schema(ctx.schema)
     stored = schema.remove(schema.get_field_index(POSITION_FIELD))
     path = spill_name(unit.index)
@@ -457,15 +458,9 @@ def _scatter(ctx: RewriteContext, unit: ScatterUnit, source: Iterator[pa.RecordB
                 positions = permutation(np.arange(offset, offset + count, dtype=np.uint64))
                 offset += count
                 buckets = np.searchsorted(starts, positions, side="right") - 1
-                order = np.argsort(buckets, kind="stable")
-                ordered = buckets[order]
                 batch = convert_batch(batch, stored)
                 spilled = pa.RecordBatch.from_arrays([*batch.columns, pa.array(positions)], schema=schema)
-                spilled = take(spilled, pa.array(order))
-                cuts = [0, *(np.flatnonzero(np.diff(ordered)) + 1).tolist(), count]
-                for a, b in itertools.pairwise(cuts):
-                    pending.add(int(ordered[a]), spilled.slice(a, b - a))
-                pending.account(spilled.nbytes)
+                pending.add(spilled, buckets.astype(bucket_type))
             pending.flush()
     rows = offset - unit.offset
     if rows != unit.stop - unit.start:
@@ -483,34 +478,54 @@ bucket, grow with source batches times buckets."""
 
 
 class _BucketPieces:
-    """The rows a scatter unit has read, by bucket, written out as one piece per bucket (in bucket order)
-    once :data:`SPILL_BUFFER_BYTES` are held, and at the end; ``index`` gets the bucket of each IPC batch."""
+    """The rows a scatter unit has read, with the bucket of each row, written out grouped by bucket (in
+    bucket order; a bucket's rows in the order read) once :data:`SPILL_BUFFER_BYTES` are held, and at the
+    end; ``index`` gets the bucket of each IPC batch written.
+
+    The rows are held as read and put in bucket order by one take over all of them when written. A take per
+    source batch, then a concatenation of each bucket's slices, copied every row twice and cut every batch
+    into a slice per bucket (numeric rows: a third of a shuffle's pass 1)."""
 
     def __init__(self, writer: Any, index: list[int], schema: pa.Schema) -> None:
         self._writer = writer
         self._index = index
         self._schema = schema
-        self._parts: dict[int, list[pa.RecordBatch]] = defaultdict(list)
+        self._batches: list[pa.RecordBatch] = []
+        self._buckets: list[np.ndarray] = []
         self._held = 0
 
-    def add(self, bucket: int, part: pa.RecordBatch) -> None:
-        self._parts[bucket].append(part)
-
-    def account(self, nbytes: int) -> None:
-        """A source batch's rows were added (``nbytes`` of them): write everything out past the budget."""
-        self._held += nbytes
+    def add(self, batch: pa.RecordBatch, buckets: np.ndarray) -> None:
+        """Hold ``batch``, whose row ``i`` goes to bucket ``buckets[i]``; write everything out past the
+        budget."""
+        self._batches.append(batch)
+        self._buckets.append(buckets)
+        self._held += batch.nbytes
         if self._held >= SPILL_BUFFER_BYTES:
             self.flush()
 
     def flush(self) -> None:
-        for bucket in sorted(self._parts):
-            rows = pa.Table.from_batches(self._parts[bucket], schema=self._schema).combine_chunks()
-            # the Arrow writer cuts batches to DEFAULT_BATCH_ROWS: the index names each IPC batch written
-            for piece in rows.to_batches(max_chunksize=DEFAULT_BATCH_ROWS):
+        if not self._batches:
+            return
+        buckets = np.concatenate(self._buckets)
+        order = np.argsort(buckets, kind="stable")
+        ordered = buckets[order]
+        indices = pa.array(order)
+        held = pa.Table.from_batches(self._batches, schema=self._schema).columns
+        self._batches.clear()
+        self._buckets.clear()
+        self._held = 0
+        taken = []
+        for i in range(len(held)):  # a column at a time, each dropped once taken: not two copies held
+            taken.append(take(held[i], indices))
+            held[i] = None
+        rows = pa.Table.from_arrays(taken, schema=self._schema)
+        cuts = [0, *(np.flatnonzero(np.diff(ordered)) + 1).tolist(), len(ordered)]
+        for a, b in itertools.pairwise(cuts):
+            bucket = int(ordered[a])
+            # one piece per bucket, unless it holds more rows than the Arrow writer puts in one IPC batch
+            for piece in rows.slice(a, b - a).combine_chunks().to_batches(max_chunksize=DEFAULT_BATCH_ROWS):
                 self._writer.write_batch(piece)
                 self._index.append(bucket)
-        self._parts.clear()
-        self._held = 0
 
 
 def bucket_pieces(records: Mapping[int, Mapping[str, Any]]) -> dict[int, list[tuple[int, int]]]:
@@ -564,18 +579,21 @@ def _gathered(ctx: RewriteContext, unit: OutputUnit, readers: _SpillReaders) -> 
         pieces = [readers.batch(u, i) for u, i in ctx.bucket_pieces.get(bucket, ())]
         table = pa.Table.from_batches(pieces, schema=schema)
         del pieces
-        positions = table.column(POSITION_FIELD)
-        if table.num_rows != stop - start or (
-            table.num_rows and (pc.min(positions).as_py() != start or pc.max(positions).as_py() != stop - 1)
-        ):
+        # The bucket holds each position in [start, stop) once: row i goes to place positions[i] - start.
+        # Placing them (not a sort) also proves it: a position twice leaves a place empty.
+        places = table.column(POSITION_FIELD).to_numpy() - np.uint64(start)
+        order = np.full(stop - start, -1, dtype=np.int64)
+        if len(places) == len(order) and (not len(places) or int(places.max()) < len(order)):
+            order[places] = np.arange(len(places))
+        if len(places) != len(order) or (order < 0).any():
             raise CheckFailed(
-                f"shuffle bucket {bucket} of {unit.path}: {table.num_rows} rows gathered, "
-                f"{stop - start} expected; the pass-1 files were changed; run again with --overwrite"
+                f"shuffle bucket {bucket} of {unit.path}: its {table.num_rows} rows gathered do not hold "
+                f"each of positions {start}-{stop - 1} once; the pass-1 files were changed; run again with "
+                "--overwrite"
             )
-        order = pc.sort_indices(positions)
         rows = table.drop_columns([POSITION_FIELD])
-        del table, positions
-        rows = take(rows, order).combine_chunks()  # one chunk per column: batch bounds as before
+        del table, places
+        rows = take(rows, pa.array(order)).combine_chunks()  # one chunk per column: batch bounds as before
         del order
         readers.release()
         yield from rows.to_batches(max_chunksize=plan.batch_rows)
