@@ -41,6 +41,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from _harness import run_verbose
 from rewrite import make_corpus  # the same corpus as benchmarks/rewrite.py
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -125,17 +126,9 @@ class ClusterSampler:
 
 
 def timed(command: list[str], env: dict[str, str]) -> tuple[Run, str]:
-    """Wall time, CPU-seconds and peak RSS (``/usr/bin/time -v``) of one dsm run; its stdout."""
-    start = time.perf_counter()
-    proc = subprocess.run(["/usr/bin/time", "-v", *command], capture_output=True, text=True, env=env)
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        sys.stderr.write(proc.stderr[-3000:])
-        raise SystemExit(f"failed ({proc.returncode}): {' '.join(command)}")
-    user = float(re.search(r"User time \(seconds\): ([\d.]+)", proc.stderr).group(1))  # type: ignore[union-attr]
-    system = float(re.search(r"System time \(seconds\): ([\d.]+)", proc.stderr).group(1))  # type: ignore[union-attr]
-    rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr).group(1))  # type: ignore[union-attr]
-    return Run(wall=wall, cpu=user + system, rss_mb=rss / 1024), proc.stdout
+    """Wall time, CPU-seconds and peak RSS of one dsm run, after a sync; its stdout."""
+    run = run_verbose(command, env)
+    return Run(wall=run.wall, cpu=run.cpu, rss_mb=run.rss_mb), run.stdout
 
 
 def free_port() -> int:

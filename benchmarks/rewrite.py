@@ -1,7 +1,8 @@
 """Rewrite benchmark: ``dsm reshard`` / ``dsm convert-format`` against DuckDB's ``COPY`` doing the same job.
 
 Makes Parquet corpora of each shape and size asked, registers each, then times, each as a subprocess so
-start-up is included (wall and CPU seconds and peak RSS from ``/usr/bin/time -v``):
+start-up is included (wall and CPU seconds and peak RSS from ``/usr/bin/time -v``; each run after a sync,
+untimed, so that none pays for writing out the files of the run before it):
 
 1. reshard Parquet -> Parquet (zstd, 8 files)   vs  COPY (SELECT * FROM read_parquet(..)) TO .. (zstd)
 2. convert Parquet -> JSONL                     vs  COPY .. TO .. (FORMAT json)
@@ -30,11 +31,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,7 +42,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _harness import as_installed
+from _harness import as_installed, run_verbose
 
 ROOT = Path(__file__).resolve().parent.parent
 DSM = str(ROOT / ".venv" / "bin" / "dsm")
@@ -190,24 +189,10 @@ class Run:
 
 
 def timed(command: list[str], env: dict[str, str] | None = None) -> Run:
-    """Wall time, CPU seconds (user + system) and peak RSS (``/usr/bin/time -v``) of a command; its
-    failure stops the benchmark."""
-    start = time.perf_counter()
-    proc = subprocess.run(["/usr/bin/time", "-v", *command], capture_output=True, text=True, env=env)
-    seconds = time.perf_counter() - start
-    if proc.returncode != 0:
-        sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
-        raise SystemExit(f"failed ({proc.returncode}): {' '.join(command)}")
-
-    def field(label: str) -> float:
-        match = re.search(rf"{label}: ([\d.]+)", proc.stderr)
-        return float(match.group(1)) if match else float("nan")
-
-    return Run(
-        seconds=seconds,
-        peak_rss_mb=field(r"Maximum resident set size \(kbytes\)") / 1024,
-        cpu_seconds=field(r"User time \(seconds\)") + field(r"System time \(seconds\)"),
-    )
+    """Wall time, CPU seconds (user + system) and peak RSS of a command, after a sync; its failure stops
+    the benchmark."""
+    run = run_verbose(command, env)
+    return Run(seconds=run.wall, peak_rss_mb=run.rss_mb, cpu_seconds=run.cpu)
 
 
 def duckdb(sql: str) -> list[str]:

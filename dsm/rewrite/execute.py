@@ -18,10 +18,9 @@ worker.
 from __future__ import annotations
 
 import itertools
-import queue
-import threading
 from collections import defaultdict
 from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -32,6 +31,7 @@ import pyarrow.ipc as ipc
 from dsm import _testing
 from dsm.arrow_types import take
 from dsm.contract import Contract, Shard
+from dsm.engine.ahead import ReadAhead
 from dsm.errors import CheckFailed, FormatError, SchemaError
 from dsm.formats import DEFAULT_BATCH_ROWS, Format, contract_format, convert_batch
 from dsm.formats._common import describe_exception
@@ -41,7 +41,7 @@ from dsm.hashing.fingerprint import RowDigest, digest_batch
 from dsm.hashing.permutation import Permutation
 from dsm.rewrite.chains import Unit, UnitChain
 from dsm.rewrite.journal import JOURNAL_DIR, Journal
-from dsm.rewrite.plan import OutputUnit, RewritePlan, ScatterUnit, SourceRange
+from dsm.rewrite.plan import ROW_GROUP_BYTES, OutputUnit, RewritePlan, ScatterUnit, SourceRange
 from dsm.shards import DescribedShard, describe_shard, iter_open_shard, iter_shard, read_once, shard_entry
 from dsm.storage import Location, redact
 
@@ -214,54 +214,11 @@ def _changed_source(path: str, what: str) -> SourceChanged:
     )
 
 
-_DONE = object()
-
-
-def read_ahead(batches: Iterator[pa.RecordBatch], depth: int = 1) -> Iterator[pa.RecordBatch]:
-    """``batches``, decoded by a helper thread up to ``depth`` batches ahead of the consumer.
-
-    Decoding a shard and encoding the output then run at the same time (both release the GIL), so one unit
-    uses two cores; memory grows by at most ``depth`` batches. An error in the reader is raised here.
-    """
-    slots: queue.Queue[Any] = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-
-    def produce() -> None:
-        try:
-            for batch in batches:
-                while not stop.is_set():
-                    try:
-                        slots.put(batch, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
-                    return
-            slots.put(_DONE)
-        except BaseException as exc:
-            slots.put(exc)
-        finally:
-            close = getattr(batches, "close", None)
-            if close is not None and stop.is_set():
-                close()
-
-    worker = threading.Thread(target=produce, name="dsm-read-ahead", daemon=True)
-    worker.start()
-    try:
-        while True:
-            item = slots.get()
-            if item is _DONE:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        while worker.is_alive():
-            try:
-                slots.get_nowait()
-            except queue.Empty:
-                worker.join(timeout=0.05)
+READ_AHEAD_BYTES = ROW_GROUP_BYTES
+"""Decoded bytes a unit's reader may get ahead of its writer (:class:`~dsm.engine.ahead.ReadAhead`): a
+Parquet writer takes batches until a row group is full, then encodes the row group taking none, and
+shuffle pass 1 writes its buffer out by bucket the same way; a reader kept one batch ahead waited through
+each burst (a one-shard JSONL -> Parquet conversion had both threads idle about half the time)."""
 
 
 def _short_rows(what: str, got: int, expected: int, shards: Iterable[str]) -> CheckFailed:
@@ -309,8 +266,9 @@ def _write_file(
     with dest.atomic_writer(path) as handle:
         sink = HashingWriter(handle)
         writer = fmt.open_writer(sink, schema)  # type: ignore[arg-type]
+        ahead = ReadAhead(_digested(batches, schema, digest), ahead_bytes=READ_AHEAD_BYTES)
         try:
-            for count, batch in enumerate(read_ahead(_digested(batches, schema, digest))):
+            for count, batch in enumerate(ahead):
                 writer.write_batch(batch)
                 if count == 0:
                     _testing.writing(path)  # a test's worker-death point (dsm._testing)
@@ -318,6 +276,8 @@ def _write_file(
         except BaseException:
             writer.abort()  # an unfinished writer must not flush into the file when it is collected
             raise
+        finally:
+            ahead.close()
         sink.flush()
     return _Written(size=sink.size, checksum=sink.checksum, digest=digest[0])
 
@@ -447,11 +407,14 @@ def _scatter(ctx: RewriteContext, unit: ScatterUnit, source: Iterator[pa.RecordB
     path = spill_name(unit.index)
     index: list[int] = []
     offset = unit.offset
-    with ctx.spill_loc.atomic_writer(path) as handle:
+    with (
+        ctx.spill_loc.atomic_writer(path) as handle,
+        closing(ReadAhead(source, ahead_bytes=READ_AHEAD_BYTES)) as ahead,
+    ):
         sink = HashingWriter(handle)
         with _spill_format(ctx.spill_loc).open_writer(sink, schema) as writer:  # type: ignore[arg-type]
             pending = _BucketPieces(writer, index, schema)
-            for batch in read_ahead(source):
+            for batch in ahead:
                 count = batch.num_rows
                 if not count:
                     continue

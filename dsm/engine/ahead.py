@@ -1,0 +1,138 @@
+"""Running an iterator ahead of its reader in a background thread (:class:`ReadAhead`).
+
+Decoding a shard releases the GIL, so it overlaps with what the reader does with the batch before: a
+training step (:mod:`dsm.read`), or a rewrite's encoding of its output (:mod:`dsm.rewrite`). How far
+ahead is by items (``depth``), or by bytes (``ahead_bytes``) where the reader takes batches in bursts, as a
+Parquet writer does: it holds batches until a row group is full, then encodes it while taking none, and a
+reader kept one batch ahead would wait that whole time.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from collections import deque
+from collections.abc import Iterator
+from typing import Generic, TypeVar
+
+__all__ = ["ReadAhead"]
+
+T = TypeVar("T")
+
+
+class _Ahead(Generic[T]):
+    """What a :class:`ReadAhead` shares with its thread (the thread never holds the ReadAhead itself, so
+    an iterator dropped without ``close`` is collected, and its thread then told to stop)."""
+
+    def __init__(self, source: Iterator[T], depth: int, ahead_bytes: int | None) -> None:
+        self.source = source
+        self.depth = depth
+        self.ahead_bytes = ahead_bytes
+        self.ready: deque[tuple[bool, T | BaseException | None]] = deque()
+        self.held = 0  # bytes of the items ready (with ahead_bytes)
+        self.lock = threading.Condition()
+        self.stop = False
+
+    def halt(self) -> None:
+        with self.lock:
+            self.stop = True
+            self.ready.clear()
+            self.held = 0
+            self.lock.notify_all()
+
+    def full(self) -> bool:
+        if not self.ready:
+            return False
+        if self.ahead_bytes is None:
+            return len(self.ready) >= self.depth
+        return self.held >= self.ahead_bytes
+
+    def size(self, item: tuple[bool, T | BaseException | None]) -> int:
+        return int(getattr(item[1], "nbytes", 0)) if self.ahead_bytes is not None and item[0] else 0
+
+    def fill(self) -> None:
+        try:
+            self._fill()
+        finally:
+            if self.stop:  # told to stop: release what the source holds (its file) from this thread
+                close = getattr(self.source, "close", None)
+                if close is not None:
+                    close()
+
+    def _fill(self) -> None:
+        while True:
+            with self.lock:
+                while self.full() and not self.stop:
+                    self.lock.wait()
+                if self.stop:
+                    return
+            try:
+                item: tuple[bool, T | BaseException | None] = (True, next(self.source))
+            except StopIteration:
+                item = (False, None)
+            except BaseException as exc:  # handed to the reader, who raises it in its own thread
+                item = (False, exc)
+            with self.lock:
+                if self.stop:
+                    return
+                self.ready.append(item)
+                self.held += self.size(item)
+                self.lock.notify_all()
+                if not item[0]:
+                    return
+
+
+class ReadAhead(Generic[T]):
+    """``next()`` of an iterator run in a background thread, up to ``depth`` items ahead of the reader, or,
+    with ``ahead_bytes``, as many as hold fewer than ``ahead_bytes`` (by their ``nbytes``; one at least).
+
+    Items, the end and any exception (raised where the reader would have met it) arrive in order. The
+    thread starts on the first ``next()``, so making one costs nothing; :meth:`close` stops it (waiting
+    for an item in progress) and closes the iterator; a ReadAhead dropped unclosed stops its thread when it
+    is collected. In a forked child the parent's thread does not exist: there the iterator is advanced in
+    the caller's thread.
+    """
+
+    def __init__(self, source: Iterator[T], depth: int = 1, *, ahead_bytes: int | None = None) -> None:
+        self._source = source
+        self._shared = _Ahead(source, max(int(depth), 1), ahead_bytes)
+        self._done = False
+        self._thread: threading.Thread | None = None
+        self._pid = os.getpid()
+        weakref.finalize(self, self._shared.halt)
+
+    def __iter__(self) -> ReadAhead[T]:
+        return self
+
+    def __next__(self) -> T:
+        if self._done:
+            raise StopIteration
+        if os.getpid() != self._pid:  # a forked child: no thread of ours runs here
+            return next(self._source)
+        shared = self._shared
+        if self._thread is None:
+            self._thread = threading.Thread(target=shared.fill, name="dsm-read-ahead", daemon=True)
+            self._thread.start()
+        with shared.lock:
+            while not shared.ready:
+                shared.lock.wait()
+            item = shared.ready.popleft()
+            shared.held -= shared.size(item)
+            shared.lock.notify_all()
+        ok, value = item
+        if ok:
+            return value  # type: ignore[return-value]
+        self._done = True
+        if value is None:
+            raise StopIteration
+        raise value  # type: ignore[misc]
+
+    def close(self) -> None:
+        self._shared.halt()
+        if self._thread is not None and os.getpid() == self._pid:
+            self._thread.join()
+        self._done = True
+        close = getattr(self._source, "close", None)
+        if close is not None:
+            close()
