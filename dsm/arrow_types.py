@@ -401,15 +401,13 @@ def _without_views(kind: pa.DataType) -> pa.DataType:
     return kind
 
 
-def take(data: pa.Array | pa.ChunkedArray | pa.RecordBatch | pa.Table, indices: pa.Array) -> Any:
+def take(data: pa.Array | pa.RecordBatch | pa.Table, indices: pa.Array) -> Any:
     """``data.take(indices)`` for every type: Arrow has no take kernel for view types (string_view,
     list_view...), which are taken through their non-view counterparts and cast back."""
     try:
         return data.take(indices)
     except pa.ArrowNotImplementedError:
         pass
-    if isinstance(data, pa.ChunkedArray):
-        return take(data.combine_chunks(), indices)
     if isinstance(data, pa.Array):
         if pa.types.is_list_view(data.type) or pa.types.is_large_list_view(data.type):
             return take(list_view_as_list(data), indices).cast(data.type)

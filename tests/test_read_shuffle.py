@@ -122,30 +122,6 @@ def test_read_ahead_is_bounded() -> None:
     ahead.close()
 
 
-def test_read_ahead_by_bytes_is_bounded_by_bytes() -> None:
-    """With ``ahead_bytes``, the thread reads on while the batches waiting hold fewer bytes than that (one
-    at least, however large), then waits for the reader to take one."""
-    made: list[int] = []
-
-    def counting(rows: int) -> Iterator[pa.RecordBatch]:
-        for value in range(100):
-            made.append(value)
-            yield pa.record_batch({"x": pa.array([value] * rows, pa.int64())})  # 8 bytes a row
-
-    ahead = ReadAhead(counting(100), ahead_bytes=3_000)  # 800 bytes a batch
-    assert next(ahead).num_rows == 100
-    threading.Event().wait(0.2)
-    assert len(made) == 1 + 4  # the one taken and four ready: 3,200 bytes, the fourth passing 3,000
-    assert sum(next(ahead).column(0)[0].as_py() for _ in range(5)) == 1 + 2 + 3 + 4 + 5
-    ahead.close()
-    made.clear()
-    large = ReadAhead(counting(1_000), ahead_bytes=3_000)  # 8,000 bytes a batch: one waits
-    next(large)
-    threading.Event().wait(0.2)
-    assert len(made) == 1 + 1  # the one taken and one ready
-    large.close()
-
-
 def _readers() -> set[threading.Thread]:
     return {t for t in threading.enumerate() if t.name == "dsm-read-ahead"}
 

@@ -1,11 +1,6 @@
-"""Running an iterator ahead of its reader in a background thread (:class:`ReadAhead`).
-
-Decoding a shard releases the GIL, so it overlaps with what the reader does with the batch before: a
-training step (:mod:`dsm.read`), or a rewrite's encoding of its output (:mod:`dsm.rewrite`). How far
-ahead is by items (``depth``), or by bytes (``ahead_bytes``) where the reader takes batches in bursts, as a
-Parquet writer does: it holds batches until a row group is full, then encodes it while taking none, and a
-reader kept one batch ahead would wait that whole time.
-"""
+"""Running an iterator ahead of its reader in a background thread (:class:`ReadAhead`): decoding a shard
+releases the GIL, so it overlaps with what the reader does with the batch before, a training step
+(:mod:`dsm.read`) or a rewrite's encoding of its output (:mod:`dsm.rewrite`)."""
 
 from __future__ import annotations
 
@@ -25,12 +20,10 @@ class _Ahead(Generic[T]):
     """What a :class:`ReadAhead` shares with its thread (the thread never holds the ReadAhead itself, so
     an iterator dropped without ``close`` is collected, and its thread then told to stop)."""
 
-    def __init__(self, source: Iterator[T], depth: int, ahead_bytes: int | None) -> None:
+    def __init__(self, source: Iterator[T], depth: int) -> None:
         self.source = source
         self.depth = depth
-        self.ahead_bytes = ahead_bytes
         self.ready: deque[tuple[bool, T | BaseException | None]] = deque()
-        self.held = 0  # bytes of the items ready (with ahead_bytes)
         self.lock = threading.Condition()
         self.stop = False
 
@@ -38,18 +31,7 @@ class _Ahead(Generic[T]):
         with self.lock:
             self.stop = True
             self.ready.clear()
-            self.held = 0
             self.lock.notify_all()
-
-    def full(self) -> bool:
-        if not self.ready:
-            return False
-        if self.ahead_bytes is None:
-            return len(self.ready) >= self.depth
-        return self.held >= self.ahead_bytes
-
-    def size(self, item: tuple[bool, T | BaseException | None]) -> int:
-        return int(getattr(item[1], "nbytes", 0)) if self.ahead_bytes is not None and item[0] else 0
 
     def fill(self) -> None:
         try:
@@ -63,7 +45,7 @@ class _Ahead(Generic[T]):
     def _fill(self) -> None:
         while True:
             with self.lock:
-                while self.full() and not self.stop:
+                while len(self.ready) >= self.depth and not self.stop:
                     self.lock.wait()
                 if self.stop:
                     return
@@ -77,15 +59,13 @@ class _Ahead(Generic[T]):
                 if self.stop:
                     return
                 self.ready.append(item)
-                self.held += self.size(item)
                 self.lock.notify_all()
                 if not item[0]:
                     return
 
 
 class ReadAhead(Generic[T]):
-    """``next()`` of an iterator run in a background thread, up to ``depth`` items ahead of the reader, or,
-    with ``ahead_bytes``, as many as hold fewer than ``ahead_bytes`` (by their ``nbytes``; one at least).
+    """``next()`` of an iterator run in a background thread, up to ``depth`` items ahead of the reader.
 
     Items, the end and any exception (raised where the reader would have met it) arrive in order. The
     thread starts on the first ``next()``, so making one costs nothing; :meth:`close` stops it (waiting
@@ -94,9 +74,9 @@ class ReadAhead(Generic[T]):
     the caller's thread.
     """
 
-    def __init__(self, source: Iterator[T], depth: int = 1, *, ahead_bytes: int | None = None) -> None:
+    def __init__(self, source: Iterator[T], depth: int = 1) -> None:
         self._source = source
-        self._shared = _Ahead(source, max(int(depth), 1), ahead_bytes)
+        self._shared = _Ahead(source, max(int(depth), 1))
         self._done = False
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
@@ -117,10 +97,8 @@ class ReadAhead(Generic[T]):
         with shared.lock:
             while not shared.ready:
                 shared.lock.wait()
-            item = shared.ready.popleft()
-            shared.held -= shared.size(item)
+            ok, value = shared.ready.popleft()
             shared.lock.notify_all()
-        ok, value = item
         if ok:
             return value  # type: ignore[return-value]
         self._done = True

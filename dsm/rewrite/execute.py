@@ -9,10 +9,10 @@ row's global index ``g`` goes through the seeded permutation (:mod:`dsm.hashing.
 file is one or more consecutive buckets); the rows, with a ``p`` column, go to the unit's Arrow IPC spill
 file grouped by bucket, one IPC batch per bucket for each ``SPILL_BUFFER_BYTES`` of rows read, and an index
 of which IPC batch holds which bucket. Pass 2 (*gather*, one unit per output file): for each of its buckets
-in order, read that bucket's pieces from every spill file (random access), sort them by ``p``, drop ``p``
-and write. Output file ``k`` thus holds the rows whose positions fall in its range, in position order: a
-uniform global shuffle, the same for a seed whatever the worker count, in memory bounded by one bucket per
-worker.
+in order, read that bucket's pieces from every spill file (random access), put each row at its place (``p``
+less the bucket's first position), drop ``p`` and write. Output file ``k`` thus holds the rows whose
+positions fall in its range, in position order: a uniform global shuffle, the same for a seed whatever the
+worker count, in memory bounded by one bucket per worker.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from dsm.hashing.fingerprint import RowDigest, digest_batch
 from dsm.hashing.permutation import Permutation
 from dsm.rewrite.chains import Unit, UnitChain
 from dsm.rewrite.journal import JOURNAL_DIR, Journal
-from dsm.rewrite.plan import ROW_GROUP_BYTES, OutputUnit, RewritePlan, ScatterUnit, SourceRange
+from dsm.rewrite.plan import OutputUnit, RewritePlan, ScatterUnit, SourceRange
 from dsm.shards import DescribedShard, describe_shard, iter_open_shard, iter_shard, read_once, shard_entry
 from dsm.storage import Location, redact
 
@@ -214,13 +214,6 @@ def _changed_source(path: str, what: str) -> SourceChanged:
     )
 
 
-READ_AHEAD_BYTES = ROW_GROUP_BYTES
-"""Decoded bytes a unit's reader may get ahead of its writer (:class:`~dsm.engine.ahead.ReadAhead`): a
-Parquet writer takes batches until a row group is full, then encodes the row group taking none, and
-shuffle pass 1 writes its buffer out by bucket the same way; a reader kept one batch ahead waited through
-each burst (a one-shard JSONL -> Parquet conversion had both threads idle about half the time)."""
-
-
 def _short_rows(what: str, got: int, expected: int, shards: Iterable[str]) -> CheckFailed:
     names = ", ".join(sorted(set(shards)))
     return CheckFailed(
@@ -266,7 +259,7 @@ def _write_file(
     with dest.atomic_writer(path) as handle:
         sink = HashingWriter(handle)
         writer = fmt.open_writer(sink, schema)  # type: ignore[arg-type]
-        ahead = ReadAhead(_digested(batches, schema, digest), ahead_bytes=READ_AHEAD_BYTES)
+        ahead = ReadAhead(_digested(batches, schema, digest))
         try:
             for count, batch in enumerate(ahead):
                 writer.write_batch(batch)
@@ -409,7 +402,7 @@ def _scatter(ctx: RewriteContext, unit: ScatterUnit, source: Iterator[pa.RecordB
     offset = unit.offset
     with (
         ctx.spill_loc.atomic_writer(path) as handle,
-        closing(ReadAhead(source, ahead_bytes=READ_AHEAD_BYTES)) as ahead,
+        closing(ReadAhead(source)) as ahead,
     ):
         sink = HashingWriter(handle)
         with _spill_format(ctx.spill_loc).open_writer(sink, schema) as writer:  # type: ignore[arg-type]
@@ -420,10 +413,16 @@ def _scatter(ctx: RewriteContext, unit: ScatterUnit, source: Iterator[pa.RecordB
                     continue
                 positions = permutation(np.arange(offset, offset + count, dtype=np.uint64))
                 offset += count
-                buckets = np.searchsorted(starts, positions, side="right") - 1
+                buckets = (np.searchsorted(starts, positions, side="right") - 1).astype(bucket_type)
+                order = np.argsort(buckets, kind="stable")
+                ordered = buckets[order]
                 batch = convert_batch(batch, stored)
                 spilled = pa.RecordBatch.from_arrays([*batch.columns, pa.array(positions)], schema=schema)
-                pending.add(spilled, buckets.astype(bucket_type))
+                spilled = take(spilled, pa.array(order))
+                cuts = [0, *(np.flatnonzero(np.diff(ordered)) + 1).tolist(), count]
+                for a, b in itertools.pairwise(cuts):
+                    pending.add(int(ordered[a]), spilled.slice(a, b - a))
+                pending.account(spilled.nbytes)
             pending.flush()
     rows = offset - unit.offset
     if rows != unit.stop - unit.start:
@@ -441,54 +440,34 @@ bucket, grow with source batches times buckets."""
 
 
 class _BucketPieces:
-    """The rows a scatter unit has read, with the bucket of each row, written out grouped by bucket (in
-    bucket order; a bucket's rows in the order read) once :data:`SPILL_BUFFER_BYTES` are held, and at the
-    end; ``index`` gets the bucket of each IPC batch written.
-
-    The rows are held as read and put in bucket order by one take over all of them when written. A take per
-    source batch, then a concatenation of each bucket's slices, copied every row twice and cut every batch
-    into a slice per bucket (numeric rows: a third of a shuffle's pass 1)."""
+    """The rows a scatter unit has read, by bucket, written out as one piece per bucket (in bucket order)
+    once :data:`SPILL_BUFFER_BYTES` are held, and at the end; ``index`` gets the bucket of each IPC batch."""
 
     def __init__(self, writer: Any, index: list[int], schema: pa.Schema) -> None:
         self._writer = writer
         self._index = index
         self._schema = schema
-        self._batches: list[pa.RecordBatch] = []
-        self._buckets: list[np.ndarray] = []
+        self._parts: dict[int, list[pa.RecordBatch]] = defaultdict(list)
         self._held = 0
 
-    def add(self, batch: pa.RecordBatch, buckets: np.ndarray) -> None:
-        """Hold ``batch``, whose row ``i`` goes to bucket ``buckets[i]``; write everything out past the
-        budget."""
-        self._batches.append(batch)
-        self._buckets.append(buckets)
-        self._held += batch.nbytes
+    def add(self, bucket: int, part: pa.RecordBatch) -> None:
+        self._parts[bucket].append(part)
+
+    def account(self, nbytes: int) -> None:
+        """A source batch's rows were added (``nbytes`` of them): write everything out past the budget."""
+        self._held += nbytes
         if self._held >= SPILL_BUFFER_BYTES:
             self.flush()
 
     def flush(self) -> None:
-        if not self._batches:
-            return
-        buckets = np.concatenate(self._buckets)
-        order = np.argsort(buckets, kind="stable")
-        ordered = buckets[order]
-        indices = pa.array(order)
-        held = pa.Table.from_batches(self._batches, schema=self._schema).columns
-        self._batches.clear()
-        self._buckets.clear()
-        self._held = 0
-        taken = []
-        for i in range(len(held)):  # a column at a time, each dropped once taken: not two copies held
-            taken.append(take(held[i], indices))
-            held[i] = None
-        rows = pa.Table.from_arrays(taken, schema=self._schema)
-        cuts = [0, *(np.flatnonzero(np.diff(ordered)) + 1).tolist(), len(ordered)]
-        for a, b in itertools.pairwise(cuts):
-            bucket = int(ordered[a])
-            # one piece per bucket, unless it holds more rows than the Arrow writer puts in one IPC batch
-            for piece in rows.slice(a, b - a).combine_chunks().to_batches(max_chunksize=DEFAULT_BATCH_ROWS):
+        for bucket in sorted(self._parts):
+            rows = pa.Table.from_batches(self._parts[bucket], schema=self._schema).combine_chunks()
+            # the Arrow writer cuts batches to DEFAULT_BATCH_ROWS: the index names each IPC batch written
+            for piece in rows.to_batches(max_chunksize=DEFAULT_BATCH_ROWS):
                 self._writer.write_batch(piece)
                 self._index.append(bucket)
+        self._parts.clear()
+        self._held = 0
 
 
 def bucket_pieces(records: Mapping[int, Mapping[str, Any]]) -> dict[int, list[tuple[int, int]]]:
