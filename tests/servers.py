@@ -248,7 +248,9 @@ def moto_auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoA
             iam.create_user(UserName=user)
             key = iam.create_access_key(UserName=user)["AccessKey"]
             keys[user] = (key["AccessKeyId"], key["SecretAccessKey"])
-        for user, actions in (("reader", ["s3:*"]), ("lister", ["s3:ListBucket", "s3:GetBucketLocation"])):
+        # s3:List* (every listing, no read): AWS checks a ListObjectsV2 call as s3:ListBucket, moto 5.2.6
+        # as s3:ListObjectsV2 (the operation's own name), and a listing must pass on both.
+        for user, actions in (("reader", ["s3:*"]), ("lister", ["s3:List*", "s3:GetBucketLocation"])):
             policy = {
                 "Version": "2012-10-17",
                 "Statement": [{"Effect": "Allow", "Action": actions, "Resource": "*"}],
