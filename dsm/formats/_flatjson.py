@@ -95,9 +95,19 @@ def join_lines(parts: list[pa.Array | pa.Scalar], rows: int) -> pa.Buffer | None
         bounds = np.frombuffer(offsets, np.int64 if wide else np.int32)[part.offset : part.offset + rows + 1]
         specs.append((offsets, b"" if data is None else data, part.offset, wide))
         total += int(bounds[-1] - bounds[0]) if rows else 0
-    out = np.empty(total, np.uint8)
+    out = _pool_bytes(total)
     kernel.join(tuple(specs), rows, out)
-    return pa.py_buffer(out)
+    return out
+
+
+def _pool_bytes(size: int, *, zeroed: bool = False, resizable: bool = False) -> pa.Buffer:
+    """``size`` writable bytes from Arrow's memory pool, for the kernel to fill: the pool keeps what it
+    frees for the next chunk's buffers, where NumPy's arrays of a chunk's size came from fresh pages that
+    the operating system zeroed on first touch (8% of a JSONL -> Parquet job's CPU)."""
+    buffer = pa.allocate_buffer(size, resizable=resizable)
+    if zeroed:
+        np.frombuffer(buffer, np.uint8)[:] = 0
+    return buffer
 
 
 @dataclass(frozen=True)
@@ -145,16 +155,14 @@ class FlatScanner:
         outputs = []
         for column in self._columns:
             if column.dtype is None and column.kind == self._kernel.BOOL:
-                values = np.zeros(bitmap, np.uint8)
-                data = None
+                values, data = _pool_bytes(bitmap, zeroed=True), None
             elif column.dtype is None:
                 wide = column.kind == self._kernel.STR64
-                values = np.empty(rows + 1, np.int64 if wide else np.int32)
-                data = np.empty(len(chunk), np.uint8)  # at most the chunk's bytes; pages are touched as used
+                values = _pool_bytes((rows + 1) * (8 if wide else 4))
+                data = _pool_bytes(len(chunk), resizable=True)  # at most the chunk's bytes
             else:
-                values = np.empty(rows, column.dtype)
-                data = None
-            outputs.append((values, np.zeros(bitmap, np.uint8), data))
+                values, data = _pool_bytes(rows * np.dtype(column.dtype).itemsize), None
+            outputs.append((values, _pool_bytes(bitmap, zeroed=True), data))
         found = self._kernel.scan(chunk, self._kinds, self._names, self._units, tuple(outputs), rows)
         if found is None:
             return None
@@ -162,10 +170,10 @@ class FlatScanner:
         for column, (values, validity, data), (used, nulls) in zip(
             self._columns, outputs, found, strict=True
         ):
-            mask = pa.py_buffer(validity) if nulls else None
-            buffers = [mask, pa.py_buffer(values)]
+            buffers = [validity if nulls else None, values]
             if data is not None:
-                buffers.append(pa.py_buffer(data[:used]))
+                data.resize(used)
+                buffers.append(data)
             arrays.append(pa.Array.from_buffers(column.field.type, rows, buffers, null_count=nulls))
         return pa.Table.from_arrays(arrays, schema=self._schema)
 

@@ -35,14 +35,26 @@ for _byte in b" \t\n\r\x0b\x0c":
 
 _COUNT_SLICE = 1 << 20
 
+try:
+    from dsm.formats._jsonkernel import newlines as _newlines  # type: ignore[import-not-found]
+except ImportError:  # built without a C compiler
+    _newlines = None
+
 
 def count_newlines(chunk: bytes | bytearray) -> int:
-    """How many ``\\n`` bytes ``chunk`` holds: with NumPy, a slice that stays in cache at a time (about 4x
-    faster than ``bytes.count`` on megabytes).
+    """How many ``\\n`` bytes ``chunk`` holds: by the compiled JSON kernel where it is built (a vector
+    loop), else with NumPy a slice that stays in cache at a time (about 4x faster than ``bytes.count``).
 
     >>> count_newlines(b"a\\nb\\n\\n")
     3
     """
+    if _newlines is not None:
+        return int(_newlines(chunk))
+    return numpy_newlines(chunk)
+
+
+def numpy_newlines(chunk: bytes | bytearray) -> int:
+    """:func:`count_newlines` without the kernel (the tests compare the two)."""
     data = np.frombuffer(chunk, dtype=np.uint8)
     return sum(
         int(np.count_nonzero(data[start : start + _COUNT_SLICE] == 10))

@@ -31,7 +31,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dsm.errors import FormatError
-from dsm.formats import _flatjson
+from dsm.formats import _flatjson, _lines
 from dsm.formats._flatjson import FlatScanner
 from dsm.formats._jsontext import _escapes_in, encode_lines, encode_lines_bytes, json_stored_type, text_buffer
 from dsm.formats._storage import convert_batch
@@ -490,3 +490,27 @@ def test_the_escapes_a_text_needs_are_found_as_numpy_finds_them(data: bytes, ski
     kernel, numpy = both(lambda: _escapes_in(raw))
     assert kernel == numpy
     assert numpy == (b"\\" in data, b'"' in data, {c for c in data if c < 0x20})
+
+
+_NEWLINE_BLOCK = 255 * 32
+"""The kernel's count adds 255 blocks of 32 bytes in byte-wide counters: the edges are drawn around it."""
+
+
+@built
+@settings(max_examples=200, deadline=None)
+@given(
+    size=st.integers(0, 3 * _NEWLINE_BLOCK + 64)
+    | st.sampled_from([_NEWLINE_BLOCK - 1, _NEWLINE_BLOCK, _NEWLINE_BLOCK + 1, 2 * _NEWLINE_BLOCK]),
+    share=st.sampled_from([0.0, 0.001, 0.1, 0.5, 1.0]),
+    seed=st.integers(0, 2**32 - 1),
+    skip=st.integers(0, 31),
+)
+def test_newlines_are_counted_as_numpy_and_bytes_count_them(
+    size: int, share: float, seed: int, skip: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    raw = np.where(rng.random(size + skip) < share, 10, rng.integers(0, 256, size + skip)).astype(np.uint8)
+    data = raw.tobytes()[skip:]  # from every alignment, the count of every lane up to all 255 blocks
+    expected = data.count(b"\n")
+    assert _lines.count_newlines(data) == _lines.numpy_newlines(data) == expected
+    assert _lines.count_newlines(bytearray(data)) == _lines.count_newlines(memoryview(raw)[skip:]) == expected
