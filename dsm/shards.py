@@ -46,7 +46,6 @@ from dsm.storage.stores import ServerChecksum, server_checksum
 
 __all__ = [
     "BATCH_BYTES",
-    "DECODED_BYTES_PER_STORED_BYTE",
     "DatasetFiles",
     "DescribedShard",
     "IgnoredFile",
@@ -75,19 +74,18 @@ __all__ = [
 ]
 
 
-DECODED_BYTES_PER_STORED_BYTE = 3
-"""Assumed size of decoded (Arrow) rows per byte of stored shard, to size batches and shuffle buckets."""
 BATCH_BYTES = 8 << 20
 """Decoded bytes per record batch a whole read aims for: memory stays flat whatever the row size."""
 
 
-def decoded_bytes_per_row(stored_bytes: int, rows: int) -> int:
-    """An estimate of one row's decoded size, for ``rows`` rows stored in ``stored_bytes`` (deterministic).
+def decoded_bytes_per_row(stored_bytes: int, rows: int, per_stored: int) -> int:
+    """An estimate of one row's decoded size, for ``rows`` rows stored in ``stored_bytes`` of a format whose
+    stored byte holds about ``per_stored`` decoded bytes (:attr:`Format.decoded_per_stored`; deterministic).
 
-    >>> decoded_bytes_per_row(1000, 10)
+    >>> decoded_bytes_per_row(1000, 10, 3)
     300
     """
-    return max(1, math.ceil(stored_bytes * DECODED_BYTES_PER_STORED_BYTE / rows)) if rows > 0 else 1
+    return max(1, math.ceil(stored_bytes * per_stored / rows)) if rows > 0 else 1
 
 
 def batch_rows_for(row_bytes: int) -> int:
@@ -500,7 +498,7 @@ def _batch_rows_of(handle: IO[bytes], fmt: Format, path: str, size: int) -> int:
         rows = fmt.count_rows(handle, shard=path)
     except (pa.ArrowException, ValueError, OSError, DsmError):
         return DEFAULT_BATCH_ROWS  # the decode that follows names what is wrong with the file
-    return batch_rows_for(decoded_bytes_per_row(size, rows))
+    return batch_rows_for(decoded_bytes_per_row(size, rows, fmt.decoded_per_stored))
 
 
 def dataset_fingerprint(digests: Iterable[RowDigest]) -> DatasetFingerprint:

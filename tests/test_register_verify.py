@@ -294,7 +294,7 @@ def test_register_decodes_wide_rows_in_batches_of_a_few_mib(
     registry = str(tmp_path / "registry")
     contract = dsm.register(str(folder / "part-0.parquet"), name="wide", registry=registry)
     size = (folder / "part-0.parquet").stat().st_size
-    expected = shards.batch_rows_for(shards.decoded_bytes_per_row(size, rows))
+    expected = shards.batch_rows_for(shards.decoded_bytes_per_row(size, rows, 3))
     assert seen["part-0.parquet"] == expected < rows and contract.total_rows == rows
     dsm.register(str(folder / "part-1.jsonl"), name="wide-jsonl", registry=registry)
     assert seen["part-1.jsonl"] == DEFAULT_BATCH_ROWS

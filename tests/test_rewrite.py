@@ -559,3 +559,42 @@ def test_permutation_vector_is_pinned() -> None:
 def test_public_names() -> None:
     assert dsm.reshard is reshard and dsm.convert_format is convert_format
     assert posixpath.basename(JOURNAL_FILE).startswith("_")
+
+
+@pytest.mark.parametrize("codec", [None, "gzip"])
+def test_a_jsonl_source_gets_parquet_row_groups_of_the_bytes_aimed_at(
+    tmp_path: Path, codec: str | None
+) -> None:
+    """Row groups are sized from the source contract's bytes per row: a plain JSONL line is about as large
+    as its decoded row, a compressed one is taken as a third of it. Taken as compressed, plain JSONL got
+    row groups of a third of ``ROW_GROUP_BYTES``, 4,075 rows of 2.7 KB each on the benchmark's text."""
+    from dsm.rewrite.plan import ROW_GROUP_BYTES, decoded_row_bytes, row_group_rows
+
+    rng = np.random.default_rng(5)
+    letters = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz     ", dtype=np.uint8)
+    rows = 6_000
+    text = [bytes(letters[rng.integers(0, len(letters), 9_000)]).decode() for _ in range(rows)]
+    table = pa.table({"id": pa.array(range(rows), pa.int64()), "text": pa.array(text, pa.string())})
+    registry = str(tmp_path / "registry")
+    folder = tmp_path / "jsonl"
+    folder.mkdir()
+    fmt = get_format("jsonl", compression=codec)
+    suffix = ".jsonl.gz" if codec else ".jsonl"
+    with open(folder / f"part-0{suffix}", "wb") as handle:
+        writer = fmt.open_writer(handle, table.schema)
+        writer.write_batch(table.to_batches()[0])
+        writer.close()
+    source = dsm.register(str(folder), name="lines", registry=registry)
+    decoded = table.nbytes / rows
+    estimate = decoded_row_bytes(source)
+    if codec is None:
+        assert decoded * 0.9 <= estimate <= decoded * 1.2, (estimate, decoded)
+    else:  # random letters compress about 1.6x: taken as 3x, the estimate errs towards smaller groups
+        assert estimate > decoded * 1.2, (estimate, decoded)
+    result = convert_format("lines", str(tmp_path / "out"), format="parquet", registry=registry)
+    metadata = pq.ParquetFile(tmp_path / "out" / result.contract.shards[0].path).metadata
+    groups = [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
+    assert groups[0] == row_group_rows(source, 1 << 20) == max(1024, ROW_GROUP_BYTES // estimate)
+    assert sum(groups) == rows
+    if codec is None:
+        assert groups[0] * decoded >= ROW_GROUP_BYTES * 0.8

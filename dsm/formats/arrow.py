@@ -63,6 +63,7 @@ class ArrowFormat(Format):
     name: ClassVar[str] = "arrow"
     extensions: ClassVar[tuple[str, ...]] = (".arrow", ".feather", ".ipc")
     self_describing: ClassVar[bool] = True
+    plain_values: ClassVar[bool] = True
 
     def __init__(self, *, compression: str | None = None) -> None:
         codec = None if compression in (None, "none") else str(compression).lower()

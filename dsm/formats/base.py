@@ -16,7 +16,16 @@ from dsm.formats._decoding import guard
 from dsm.formats._storage import Storage, convert_batch
 from dsm.formats.index import ShardIndex
 
-__all__ = ["DEFAULT_BATCH_ROWS", "Format", "FormatWriter", "SeekPoint", "ShardIndex", "Storage", "slice_rows"]
+__all__ = [
+    "COMPRESSED_DECODED_PER_STORED",
+    "DEFAULT_BATCH_ROWS",
+    "Format",
+    "FormatWriter",
+    "SeekPoint",
+    "ShardIndex",
+    "Storage",
+    "slice_rows",
+]
 
 _READERS = (
     "read_schema",
@@ -34,6 +43,8 @@ _ITERATING = frozenset({"iter_batches", "iter_fragments", "iter_batches_from", "
 
 DEFAULT_BATCH_ROWS = 65_536
 """Rows per record batch that readers aim for; bounds memory for any shard size."""
+COMPRESSED_DECODED_PER_STORED = 3
+"""Assumed bytes of decoded (Arrow) rows per stored byte of an encoded or compressed file."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,6 +124,21 @@ class Format(ABC):
     index_by_scan: ClassVar[bool] = False
     """True when :meth:`index_shard` reads the whole file (line and tar formats): callers keep the index,
     keyed by the file's checksum. False: it reads a footer, which is cheap enough to read again."""
+    plain_values: ClassVar[bool] = False
+    """True when a file without a codec holds its values about as large as Arrow does (text lines, tar
+    members, Arrow IPC); False where encodings shrink them (Parquet). See :attr:`decoded_per_stored`."""
+    compression: str | None = None
+    """The whole-file or buffer codec this instance reads and writes (None: none)."""
+
+    @property
+    def decoded_per_stored(self) -> int:
+        """About how many bytes of decoded Arrow rows one stored byte of this format holds: how batches, row
+        groups and shuffle buckets are sized from a contract's sizes alone. ``COMPRESSED_DECODED_PER_STORED``
+        unless the format stores values plainly and without a codec, then 1 (a JSONL shard's text is
+        about its decoded size: taken as compressed, it got Parquet row groups of a third of the bytes
+        aimed at).
+        """
+        return 1 if self.plain_values and self.compression is None else COMPRESSED_DECODED_PER_STORED
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -128,6 +128,7 @@ class CsvFormat(Format):
     extensions: ClassVar[tuple[str, ...]] = (".csv", ".csv.gz")
     self_describing: ClassVar[bool] = False
     index_by_scan: ClassVar[bool] = True
+    plain_values: ClassVar[bool] = True
 
     def __init__(self, *, delimiter: str = ",", header: bool = True, compression: str | None = None) -> None:
         if len(delimiter) != 1 or delimiter in ('"', "\n", "\r"):

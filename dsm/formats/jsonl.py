@@ -688,6 +688,7 @@ class JsonlFormat(Format):
     extensions: ClassVar[tuple[str, ...]] = (".jsonl", ".ndjson", ".jsonl.gz", ".jsonl.zst")
     self_describing: ClassVar[bool] = False
     index_by_scan: ClassVar[bool] = True
+    plain_values: ClassVar[bool] = True
 
     def __init__(self, *, compression: str | None = None) -> None:
         self.compression = check_stream_codec(compression)

@@ -107,6 +107,7 @@ class WebDatasetFormat(Format):
     extensions: ClassVar[tuple[str, ...]] = (".tar", ".tar.gz", ".tgz")
     self_describing: ClassVar[bool] = False
     index_by_scan: ClassVar[bool] = True
+    plain_values: ClassVar[bool] = True
 
     def __init__(self, *, compression: str | None = None) -> None:
         self.compression = check_stream_codec(compression)

@@ -23,13 +23,12 @@ from typing import Any
 
 from dsm.contract import Contract
 from dsm.errors import InputError
-from dsm.formats import STREAM_SUFFIXES, Format
+from dsm.formats import STREAM_SUFFIXES, Format, contract_format
 from dsm.hashing.fingerprint import ALGORITHM
-from dsm.shards import DECODED_BYTES_PER_STORED_BYTE, batch_rows_for, decoded_bytes_per_row
+from dsm.shards import batch_rows_for, decoded_bytes_per_row
 from dsm.units import parse_size
 
 __all__ = [
-    "DECODED_BYTES_PER_STORED_BYTE",
     "OutputUnit",
     "RewritePlan",
     "ScatterUnit",
@@ -281,8 +280,10 @@ def _ranges(shards: Sequence[_SourceShard], start: int, stop: int) -> tuple[Sour
 
 
 def decoded_row_bytes(source: Contract) -> int:
-    """An estimate of one row's decoded size from the contract alone (deterministic)."""
-    return decoded_bytes_per_row(source.total_bytes, source.total_rows or 0)
+    """An estimate of one row's decoded size from the contract alone (deterministic): its bytes, rows and
+    format."""
+    per_stored = contract_format(source).decoded_per_stored
+    return decoded_bytes_per_row(source.total_bytes, source.total_rows or 0, per_stored)
 
 
 def row_group_rows(source: Contract, default: int) -> int:
