@@ -229,7 +229,18 @@ def median(runs: list[Run]) -> Run:
     )
 
 
-Result = tuple[str, str, float, Run, Run]
+@dataclass(frozen=True)
+class Result:
+    """One job on one corpus: the medians of each tool's runs, and the medians of the pair-by-pair ratios
+    (dsm's run over the DuckDB run right after it: a drift in the machine's speed moves both alike)."""
+
+    shape: str
+    job: str
+    source_gb: float
+    dsm: Run
+    duckdb: Run
+    wall_ratio: float
+    cpu_ratio: float
 
 
 def bench_size(work: Path, shape: Shape, size_gb: float, registry: str, repeat: int) -> list[Result]:
@@ -337,7 +348,18 @@ def bench_size(work: Path, shape: Shape, size_gb: float, registry: str, repeat: 
                 shutil.rmtree(previous) if previous.is_dir() else previous.unlink()
             duck_runs.append(timed(duck_cmd, env))
         dsm_run, duck_run = median(dsm_runs), median(duck_runs)
-        results.append((shape.name, label, source_bytes / 1e9, dsm_run, duck_run))
+        pairs = list(zip(dsm_runs, duck_runs, strict=True))
+        results.append(
+            Result(
+                shape.name,
+                label,
+                source_bytes / 1e9,
+                dsm_run,
+                duck_run,
+                wall_ratio=float(np.median([a.seconds / b.seconds for a, b in pairs])),
+                cpu_ratio=float(np.median([a.cpu_seconds / b.cpu_seconds for a, b in pairs])),
+            )
+        )
         print(
             f"  {shape.name} {label}: dsm {dsm_run.seconds:.1f}s ({dsm_run.cpu_seconds:.1f} CPU-s) "
             f"{dsm_run.peak_rss_mb:.0f} MB, duckdb {duck_run.seconds:.1f}s "
@@ -377,18 +399,19 @@ def main() -> None:
             rows += bench_size(work, SHAPES[shape], size, registry, args.repeat)
     print(
         f"\n{os.cpu_count()} cores; each job a subprocess (start-up included); data in the page cache; "
-        f"median of {args.repeat} alternating runs (peak RSS: the highest seen); load average before "
-        f"{load_before[0]:.1f}, after {os.getloadavg()[0]:.1f}\n"
+        f"medians of {args.repeat} alternating runs, ratios the median of the pairs' ratios (peak RSS: the "
+        f"highest seen); load average before {load_before[0]:.1f}, after {os.getloadavg()[0]:.1f}\n"
     )
     print(
         "| shape | job | source GB | dsm s | DuckDB s | dsm / DuckDB | dsm CPU-s | DuckDB CPU-s "
-        "| dsm peak RSS MB | DuckDB peak RSS MB |"
+        "| CPU dsm / DuckDB | dsm peak RSS MB | DuckDB peak RSS MB |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for shape_name, label, gb, d, k in rows:
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        d, k = r.dsm, r.duckdb
         print(
-            f"| {shape_name} | {label} | {gb:.2f} | {d.seconds:.1f} | {k.seconds:.1f} "
-            f"| {d.seconds / k.seconds:.2f}x | {d.cpu_seconds:.1f} | {k.cpu_seconds:.1f} "
+            f"| {r.shape} | {r.job} | {r.source_gb:.2f} | {d.seconds:.1f} | {k.seconds:.1f} "
+            f"| {r.wall_ratio:.2f}x | {d.cpu_seconds:.1f} | {k.cpu_seconds:.1f} | {r.cpu_ratio:.2f}x "
             f"| {d.peak_rss_mb:.0f} | {k.peak_rss_mb:.0f} |"
         )
 
