@@ -677,7 +677,20 @@ static PyObject *newlines(PyObject *self, PyObject *args) {
     return PyLong_FromLongLong((long long)count);
 }
 
+/* A bytearray of n bytes whose contents are not set, for a reader that fills it whole or cuts it to what it
+ * filled: bytearray(n) writes n zeros first, 2% of a JSONL -> Parquet job for its 16 MiB chunks. */
+static PyObject *room(PyObject *self, PyObject *args) {
+    Py_ssize_t size;
+    if (!PyArg_ParseTuple(args, "n", &size)) return NULL;
+    if (size < 0) {
+        PyErr_SetString(PyExc_ValueError, "room: a size must not be negative");
+        return NULL;
+    }
+    return PyByteArray_FromStringAndSize(NULL, size);
+}
+
 static PyMethodDef methods[] = {
+    {"room", room, METH_VARARGS, "room(n) -> bytearray: n bytes, not set: the caller fills them or cuts them off"},
     {"escapes", escapes, METH_VARARGS, "escapes(data) -> int: bits 0-31 control characters, 32 backslash, 33 quote"},
     {"newlines", newlines, METH_VARARGS, "newlines(data) -> int: how many newline bytes data holds"},
     {"join", join, METH_VARARGS, "join(parts, rows, out) -> None: the lines of a batch, row by row, into out"},

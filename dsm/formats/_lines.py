@@ -11,6 +11,8 @@ The CSV record scan counts every quote as toggling "inside quotes": that holds f
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
 from dsm.formats.index import ShardIndex
@@ -23,6 +25,7 @@ __all__ = [
     "count_newlines",
     "csv_records",
     "line_breaks",
+    "read_room",
     "record_starts",
     "row_starts",
     "whole_records",
@@ -37,8 +40,19 @@ _COUNT_SLICE = 1 << 20
 
 try:
     from dsm.formats._jsonkernel import newlines as _newlines  # type: ignore[import-not-found]
+    from dsm.formats._jsonkernel import room as _room
 except ImportError:  # built without a C compiler
-    _newlines = None
+    _newlines = _room = None
+
+
+def read_room(size: int) -> bytearray:
+    """A ``bytearray`` of ``size`` bytes for a read to fill: its bytes are not set where the compiled kernel
+    is built (``bytearray(size)`` writes ``size`` zeros first). The caller overwrites every byte it keeps
+    and cuts off the rest.
+    """
+    if _room is not None:
+        return cast(bytearray, _room(size))
+    return bytearray(size)
 
 
 def count_newlines(chunk: bytes | bytearray) -> int:

@@ -46,7 +46,7 @@ from dsm.formats._common import (
 )
 from dsm.formats._flatjson import FlatScanner
 from dsm.formats._jsontext import encode_lines_bytes, json_stored_type, unsupported_json_type
-from dsm.formats._lines import LineIndexBuilder, count_newlines, row_starts
+from dsm.formats._lines import LineIndexBuilder, count_newlines, read_room, row_starts
 from dsm.formats.base import DEFAULT_BATCH_ROWS, Format, FormatWriter, SeekPoint
 from dsm.formats.index import ShardIndex
 
@@ -85,7 +85,7 @@ def _iter_chunks(stream: Any, chunk_bytes: int = _CHUNK_BYTES) -> Iterator[tuple
             # One size for (almost) every chunk, so that the allocator reuses the memory it just freed
             # instead of mapping fresh pages for each chunk (a size that varies by the partial line does).
             room = chunk_bytes + -(-len(pending) // _ALLOCATION_STEP) * _ALLOCATION_STEP
-            data = bytearray(room)
+            data = read_room(room)
             data[: len(pending)] = pending
             got = readinto(memoryview(data)[len(pending) :])
             del data[len(pending) + (got or 0) :]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -202,21 +203,38 @@ class _ReadOnly:
         return self._file.read(size)
 
 
+class _Trickle(io.BytesIO):
+    """A stream whose ``readinto`` fills at most ``most`` bytes a call, as a socket or a pipe may."""
+
+    def __init__(self, data: bytes, most: int) -> None:
+        super().__init__(data)
+        self._most = most
+
+    def readinto(self, buffer: Any) -> int:
+        return super().readinto(memoryview(buffer)[: self._most])
+
+
 @settings(max_examples=150, deadline=None)
 @given(
     lines=st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b" ")), max_size=30),
     trailing_newline=st.booleans(),
     chunk_bytes=st.integers(1, 64),
     readinto=st.booleans(),
+    most=st.none() | st.integers(1, 9),
 )
 def test_chunks_are_whole_lines_that_add_up_to_the_file(
-    lines: list[bytes], trailing_newline: bool, chunk_bytes: int, readinto: bool
+    lines: list[bytes], trailing_newline: bool, chunk_bytes: int, readinto: bool, most: int | None
 ) -> None:
+    """Chunks are read into memory whose bytes are not set first (``read_room``): each byte a chunk holds
+    is one the file gave, however short the reads."""
     from dsm.formats._lines import count_newlines
     from dsm.formats.jsonl import _iter_chunks
 
     data = b"\n".join(lines) + (b"\n" if trailing_newline and lines else b"")
-    stream = io.BytesIO(data) if readinto else _ReadOnly(data)
+    if not readinto:
+        stream: Any = _ReadOnly(data)
+    else:
+        stream = io.BytesIO(data) if most is None else _Trickle(data, most)
     chunks = list(_iter_chunks(stream, chunk_bytes))
     assert b"".join(bytes(c) for _, c in chunks) == data
     line = 1
