@@ -7,8 +7,10 @@ from __future__ import annotations
 import gc
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import xxhash
 from hypothesis import HealthCheck, given, settings
@@ -127,7 +129,15 @@ def _readers() -> set[threading.Thread]:
 
 
 @pytest.mark.parametrize("shuffle", [False, True], ids=["ordered", "shuffled"])
-def test_closing_or_dropping_an_iterator_stops_reading_ahead(dataset: Dataset, shuffle: bool) -> None:
+def test_closing_or_dropping_an_iterator_stops_reading_ahead(tmp_path: Path, shuffle: bool) -> None:
+    """On a shard of more rows than a decoded batch and the one read ahead hold (so that the thread is still
+    reading when the iterator is closed; consecutive row groups are decoded together)."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    table = pa.table({"id": pa.array(range(300_000), pa.int64())})
+    pq.write_table(table, folder / "part-0.parquet", row_group_size=1000)
+    registry = str(tmp_path / "registry")
+    dataset = dsm.open(dsm.register(str(folder), name="long", registry=registry).ref, registry=registry)
     gc.collect()
     before = _readers()
     it = dataset.iterator(10, shuffle=shuffle, seed=3, block_rows=200)

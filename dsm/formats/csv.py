@@ -118,10 +118,9 @@ def _write_type(type_: pa.DataType) -> pa.DataType:
 
 
 class CsvFormat(Format):
-    """CSV with a header row (or ``header=False``: columns in schema order), optionally compressed.
-
-    Supported types: null, bool, integers, float32/float64 (``nan``, ``inf``, ``-inf``), string and
-    large_string, binary (base64), date32, timestamps (any unit and time zone), decimals.
+    """CSV with a header row (or ``header=False``: columns in schema order), optionally compressed. It
+    holds null, bool, integers, float32/float64 (``nan``, ``inf``, ``-inf``), string and large_string,
+    binary (base64), date32, timestamps (any unit and time zone), decimals.
     """
 
     name: ClassVar[str] = "csv"

@@ -36,6 +36,36 @@ _MAX_BUFFERED_BYTES = 256 * 1024 * 1024  # a row group is cut early rather than 
 _GROUPS_AHEAD = 2  # row groups decoded at once where the file is read by offset (``_groups``; 1: one by one)
 
 
+def _runs(groups: Sequence[int], rows: Sequence[int], batch_rows: int) -> list[list[int]]:
+    """``groups`` (with their ``rows``) cut into runs, in order: each run one group, or consecutive groups
+    (``g, g + 1, ...``) that together hold at most ``batch_rows`` rows.
+
+    >>> _runs([0, 1, 2, 3, 4, 7, 8], [10, 10, 10, 30, 10, 10, 10], 25)
+    [[0, 1], [2], [3], [4], [7, 8]]
+    """
+    runs: list[list[int]] = []
+    held = 0
+    for group, count in zip(groups, rows, strict=True):
+        if runs and group == runs[-1][-1] + 1 and held + count <= batch_rows:
+            runs[-1].append(group)
+            held += count
+        else:
+            runs.append([group])
+            held = count
+    return runs
+
+
+def _flat(schema: pa.Schema) -> bool:
+    """Whether every column is a flat, plain type: pyarrow decodes several row groups into one batch only
+    then ("Nested data conversions not implemented for chunked array outputs" for a list or a struct; a
+    dictionary column's groups may each have their own dictionary)."""
+    for field in schema:
+        kind = field.type.storage_type if isinstance(field.type, pa.ExtensionType) else field.type
+        if pa.types.is_nested(kind) or pa.types.is_dictionary(kind):
+            return False
+    return True
+
+
 def _unreadable(shard: str, exc: BaseException) -> FormatError:
     return FormatError(f"shard {shard}: not a readable Parquet file ({describe_exception(exc)})")
 
@@ -292,25 +322,28 @@ class ParquetFormat(Format):
             # shard than the same rows read group by group (and is slower).
             row_groups = list(range(metadata.num_row_groups))
         total = 0
-        for group, batches, error in self._groups(parquet_file, source, target, batch_rows, row_groups):
+        for run, batches, error in self._groups(
+            parquet_file, source, target, batch_rows, row_groups, span=whole
+        ):
+            where = f"shard {shard} row group {run[0]}"
+            if len(run) > 1:
+                where = f"shard {shard} row groups {run[0]}-{run[-1]}"
             rows = 0
             try:
                 for batch in batches:
                     rows += batch.num_rows
-                    yield batch, f"shard {shard} row group {group}"
+                    yield batch, where
                 if error is not None:
                     raise error
             except (pa.ArrowException, OSError) as exc:
                 if isinstance(exc, OSError) and (type(exc) is not OSError or exc.errno is not None):
                     raise  # storage (pyarrow's own decoding failures are plain OSErrors without an errno)
-                raise FormatError(
-                    f"shard {shard} row group {group}: not readable ({describe_exception(exc)})"
-                ) from None
-            declared = int(metadata.row_group(group).num_rows)
+                raise FormatError(f"{where}: not readable ({describe_exception(exc)})") from None
+            declared = sum(int(metadata.row_group(group).num_rows) for group in run)
             if rows != declared and target.names:
                 raise FormatError(
-                    f"shard {shard} row group {group}: {rows} rows decoded, its footer declares {declared}: "
-                    "the file is damaged"
+                    f"{where}: {rows} rows decoded, {'its' if len(run) == 1 else 'their'} footer declares "
+                    f"{declared}: the file is damaged"
                 )
             total += rows
         if whole and target.names and total != _declared_rows(metadata, shard):
@@ -323,28 +356,35 @@ class ParquetFormat(Format):
         target: pa.Schema,
         batch_rows: int,
         row_groups: list[int],
-    ) -> Iterator[tuple[int, Iterator[pa.RecordBatch], BaseException | None]]:
-        """``(group, its batches, the error that ended them early)`` for each row group, in order.
+        *,
+        span: bool,
+    ) -> Iterator[tuple[list[int], Iterator[pa.RecordBatch], BaseException | None]]:
+        """``(run of row groups, their batches, the error that ended them early)``, in order.
 
         Row groups of a file read by offset (pyarrow's own file, memory map or buffer: local disk, the
-        cache) are decoded :data:`_GROUPS_AHEAD` at once on helper threads, each by its own reader of the
-        same footer (one reader is not safe to share between threads), where a group holds at most two
+        cache) are decoded :data:`_GROUPS_AHEAD` runs at once on helper threads, each by its own reader of
+        the same footer (one reader is not safe to share between threads), where a group holds at most two
         batches of rows: a row group's text column decodes on one core, so this is what puts a second core
         to work, and what it holds decoded stays within a few batches. A Python file object (an object
-        store's one-read file, which hashes the bytes in file order as they pass) is decoded group by
-        group as it is read.
+        store's one-read file, which hashes the bytes in file order as they pass) is decoded run by run as
+        it is read.
+
+        A run is one group; with ``span`` (a whole file) and flat columns (:func:`_flat`), consecutive
+        groups that together hold at most ``batch_rows`` rows (:func:`_runs`) make one run, decoded into
+        batches that span them: a file of 1,024-row groups gave every step after the read (checks,
+        fingerprint, shuffle buckets, the writer) batches of a quarter of the rows aimed at.
         """
         metadata = parquet_file.metadata
         columns = list(target.names)
 
-        def streamed(group: int) -> Iterator[pa.RecordBatch]:
+        def streamed(run: list[int]) -> Iterator[pa.RecordBatch]:
             return parquet_file.iter_batches(
-                batch_size=batch_rows, row_groups=[group], columns=columns, use_threads=True
+                batch_size=batch_rows, row_groups=run, columns=columns, use_threads=True
             )
 
         readers: dict[int, pq.ParquetFile] = {}  # one per helper thread
 
-        def collected(group: int) -> tuple[int, list[pa.RecordBatch], BaseException | None]:
+        def collected(run: list[int]) -> tuple[list[int], list[pa.RecordBatch], BaseException | None]:
             batches: list[pa.RecordBatch] = []
             try:
                 reader = readers.get(threading.get_ident())
@@ -353,21 +393,23 @@ class ParquetFormat(Format):
                     readers[threading.get_ident()] = reader
                 batches.extend(
                     reader.iter_batches(
-                        batch_size=batch_rows, row_groups=[group], columns=columns, use_threads=True
+                        batch_size=batch_rows, row_groups=run, columns=columns, use_threads=True
                     )
                 )
             except Exception as exc:  # handed over with the batches before it, raised where it is met
-                return group, batches, exc
-            return group, batches, None
+                return run, batches, exc
+            return run, batches, None
 
-        small = all(metadata.row_group(g).num_rows <= 2 * batch_rows for g in row_groups)
+        sizes = [int(metadata.row_group(g).num_rows) for g in row_groups]
+        runs = _runs(row_groups, sizes, batch_rows) if span and _flat(target) else [[g] for g in row_groups]
+        small = all(rows <= 2 * batch_rows for rows in sizes)
         by_offset = isinstance(source, (pa.OSFile, pa.MemoryMappedFile, pa.BufferReader))  # not a PythonFile
-        if _GROUPS_AHEAD > 1 and by_offset and small and len(row_groups) > 1:
-            for group, batches, error in checked_ahead(iter(row_groups), collected, ahead=_GROUPS_AHEAD):
-                yield group, iter(batches), error
+        if _GROUPS_AHEAD > 1 and by_offset and small and len(runs) > 1:
+            for run, batches, error in checked_ahead(iter(runs), collected, ahead=_GROUPS_AHEAD):
+                yield run, iter(batches), error
             return
-        for group in row_groups:
-            yield group, streamed(group), None
+        for run in runs:
+            yield run, streamed(run), None
 
     def _open_writer(self, file: IO[bytes], schema: pa.Schema) -> FormatWriter:
         return _ParquetWriter(file, schema, self)

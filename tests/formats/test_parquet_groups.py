@@ -153,3 +153,31 @@ def test_a_forked_child_goes_on_reading_the_groups_ahead(tmp_path: Path) -> None
         _, status = os.waitpid(child, 0)
         assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
         assert [v for b in batches for v in b.column(0).to_pylist()] == list(range(50, 600))
+
+
+def test_small_row_groups_are_read_in_batches_that_span_them(tmp_path: Path) -> None:
+    """Consecutive groups that together hold at most ``batch_rows`` rows are decoded as one run, so the
+    batches after the read are the size aimed at, not the file's; a damaged group names its run, and the
+    runs before it were handed out whole."""
+    table = pa.table({"id": list(range(1000)), "text": [f"value {i}" * 3 for i in range(1000)]})
+    path = tmp_path / "s.parquet"
+    pq.write_table(table, path, row_group_size=10, compression="zstd", write_page_checksum=True)
+    for opened in (pa.OSFile(str(path), "rb"), io.BytesIO(path.read_bytes())):
+        with opened as source:
+            batches = list(FMT.iter_batches(source, shard="s.parquet", batch_rows=64))
+        assert [b.num_rows for b in batches] == [60] * 16 + [40]
+        assert pa.Table.from_batches(batches).equals(table)
+    fragments = FMT.iter_fragments(io.BytesIO(path.read_bytes()), [3, 4], shard="s.parquet", batch_rows=64)
+    assert [b.num_rows for b in fragments] == [10, 10]  # fragments stay whole groups, one batch each
+
+    damaged = bytearray(path.read_bytes())
+    chunk = pq.ParquetFile(path).metadata.row_group(37).column(1)
+    first = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
+    damaged[first + chunk.total_compressed_size - 3] ^= 0xFF
+    path.write_bytes(bytes(damaged))
+    for opened in (pa.OSFile(str(path), "rb"), io.BytesIO(bytes(damaged))):
+        rows = 0
+        with opened as source, pytest.raises(DsmError, match="row groups 36-41"):
+            for batch in FMT.iter_batches(source, shard="s.parquet", batch_rows=64):
+                rows += batch.num_rows
+        assert rows == 360
