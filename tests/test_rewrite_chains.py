@@ -93,8 +93,8 @@ def test_a_reshard_decodes_each_row_group_about_once(
         decoded = [0]
         reader = ParquetFormat._iter
 
-        def counted(self: ParquetFormat, *args: Any) -> Iterator[pa.RecordBatch]:
-            for batch in reader(self, *args):
+        def counted(self: ParquetFormat, *args: Any, **kwargs: Any) -> Iterator[pa.RecordBatch]:
+            for batch in reader(self, *args, **kwargs):
                 decoded[0] += batch.num_rows
                 yield batch
 

@@ -26,7 +26,7 @@ from dsm.formats._common import (
     describe_exception,
     project_schema,
 )
-from dsm.formats.base import DEFAULT_BATCH_ROWS, Format, FormatWriter
+from dsm.formats.base import DEFAULT_BATCH_ROWS, Format, FormatWriter, SeekPoint
 from dsm.formats.index import ShardIndex
 
 __all__ = ["ParquetFormat"]
@@ -234,8 +234,38 @@ class ParquetFormat(Format):
         columns: Sequence[str] | None = None,
         batch_rows: int = DEFAULT_BATCH_ROWS,
     ) -> Iterator[pa.RecordBatch]:
-        """Batches of at most ``batch_rows`` rows; with ``schema``, cast to it (SchemaError if impossible)."""
-        yield from self._iter(file, self._open(file, shard), shard, schema, columns, batch_rows, None)
+        """Batches of at most ``batch_rows`` rows; with ``schema``, cast to it (SchemaError if impossible).
+        Consecutive small row groups are decoded together, into batches that span them (see ``_groups``)."""
+        parquet_file = self._open(file, shard)
+        yield from self._iter(file, parquet_file, shard, schema, columns, batch_rows, None, span=True)
+
+    def iter_batches_from(
+        self,
+        file: IO[bytes],
+        *,
+        shard: str,
+        start_row: int,
+        seek: SeekPoint | None = None,
+        schema: pa.Schema | None = None,
+        columns: Sequence[str] | None = None,
+        batch_rows: int = DEFAULT_BATCH_ROWS,
+    ) -> Iterator[tuple[pa.RecordBatch, SeekPoint | None]]:
+        """As :meth:`Format.iter_batches_from`, and from the first row too no batch spans two row groups: a
+        reader that stops early (a rewrite's part of a shard) decodes at most the group it stops in."""
+        if start_row:
+            yield from super().iter_batches_from(
+                file,
+                shard=shard,
+                start_row=start_row,
+                seek=seek,
+                schema=schema,
+                columns=columns,
+                batch_rows=batch_rows,
+            )
+            return
+        parquet_file = self._open(file, shard)
+        for batch in self._iter(file, parquet_file, shard, schema, columns, batch_rows, None, span=False):
+            yield batch, None
 
     def fragment_count(self, file: IO[bytes], *, shard: str) -> int:
         """The file's row groups, from its footer."""
@@ -276,7 +306,9 @@ class ParquetFormat(Format):
         bad = [i for i in fragments if not 0 <= i < count]
         if bad:
             raise InputError(f"shard {shard}: no row group {bad[0]} (the file has {count})")
-        yield from self._iter(file, parquet_file, shard, schema, columns, batch_rows, list(fragments))
+        yield from self._iter(
+            file, parquet_file, shard, schema, columns, batch_rows, list(fragments), span=False
+        )
 
     def _iter(
         self,
@@ -287,6 +319,8 @@ class ParquetFormat(Format):
         columns: Sequence[str] | None,
         batch_rows: int,
         row_groups: list[int] | None,
+        *,
+        span: bool,
     ) -> Iterator[pa.RecordBatch]:
         try:
             stored = parquet_file.schema_arrow
@@ -300,7 +334,7 @@ class ParquetFormat(Format):
                 f"shard {shard}: field {names} is not in the file (it has: {', '.join(stored.names)})"
             )
         return checked_ahead(
-            self._decoded(source, parquet_file, shard, target, batch_rows, row_groups),
+            self._decoded(source, parquet_file, shard, target, batch_rows, row_groups, span=span),
             lambda item: conform_batch(check_utf8(item[0], item[1]), target, shard=shard),
         )
 
@@ -312,6 +346,8 @@ class ParquetFormat(Format):
         target: pa.Schema,
         batch_rows: int,
         row_groups: list[int] | None,
+        *,
+        span: bool,
     ) -> Iterator[tuple[pa.RecordBatch, str]]:
         """The batches as pyarrow decodes them, each with where it is from (not yet checked); the rows of
         each row group and of the file counted against what the footer declares."""
@@ -323,7 +359,7 @@ class ParquetFormat(Format):
             row_groups = list(range(metadata.num_row_groups))
         total = 0
         for run, batches, error in self._groups(
-            parquet_file, source, target, batch_rows, row_groups, span=whole
+            parquet_file, source, target, batch_rows, row_groups, span=span
         ):
             where = f"shard {shard} row group {run[0]}"
             if len(run) > 1:
@@ -369,10 +405,10 @@ class ParquetFormat(Format):
         store's one-read file, which hashes the bytes in file order as they pass) is decoded run by run as
         it is read.
 
-        A run is one group; with ``span`` (a whole file) and flat columns (:func:`_flat`), consecutive
-        groups that together hold at most ``batch_rows`` rows (:func:`_runs`) make one run, decoded into
-        batches that span them: a file of 1,024-row groups gave every step after the read (checks,
-        fingerprint, shuffle buckets, the writer) batches of a quarter of the rows aimed at.
+        A run is one group; with ``span`` (a whole file, read to its end) and flat columns (:func:`_flat`),
+        consecutive groups that together hold at most ``batch_rows`` rows (:func:`_runs`) make one run,
+        decoded into batches that span them: a file of 1,024-row groups gave every step after the read
+        (checks, fingerprint, shuffle buckets, the writer) batches of a quarter of the rows aimed at.
         """
         metadata = parquet_file.metadata
         columns = list(target.names)

@@ -169,6 +169,13 @@ def test_small_row_groups_are_read_in_batches_that_span_them(tmp_path: Path) -> 
         assert pa.Table.from_batches(batches).equals(table)
     fragments = FMT.iter_fragments(io.BytesIO(path.read_bytes()), [3, 4], shard="s.parquet", batch_rows=64)
     assert [b.num_rows for b in fragments] == [10, 10]  # fragments stay whole groups, one batch each
+    # a read from a row (a rewrite's part of a shard, the read platform) decodes group by group, so that
+    # one that stops early decodes at most the group it stops in
+    for start in (0, 25):
+        read = FMT.iter_batches_from(
+            io.BytesIO(path.read_bytes()), shard="s.parquet", start_row=start, batch_rows=64
+        )
+        assert [b.num_rows for b, _ in read] == [10 - start % 10] + [10] * (99 - start // 10)
 
     damaged = bytearray(path.read_bytes())
     chunk = pq.ParquetFile(path).metadata.row_group(37).column(1)
