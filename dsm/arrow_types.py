@@ -574,7 +574,8 @@ def _placeholder(kind: pa.DataType) -> pa.Array:
     if pa.types.is_null(kind):
         return pa.nulls(1)
     if pa.types.is_dictionary(kind):
-        return pa.DictionaryArray.from_arrays(pa.array([0], kind.index_type), _placeholder(kind.value_type))
+        indices = pa.array([0], kind.index_type)
+        return pa.DictionaryArray.from_arrays(indices, _placeholder(kind.value_type), ordered=kind.ordered)
     if pa.types.is_struct(kind):
         if not kind.num_fields:
             return pa.array([{}], kind)

@@ -167,3 +167,15 @@ def test_an_arrow_file_whose_required_field_holds_a_null_is_refused_at_register(
         result.output
     )
     assert not [p for p in (tmp_path / "registry").rglob("*") if p.is_file()]  # no contract was written
+
+
+@settings(max_examples=300, deadline=None)
+@given(kind=arrow_types(max_leaves=4))
+def test_a_placeholder_is_of_the_type_it_stands_in(kind: pa.DataType) -> None:
+    """What fills a hidden slot is one value of exactly the declared type: an ordered dictionary's
+    placeholder was unordered, and the struct holding it refused it (found by the test above)."""
+    from dsm.arrow_types import _placeholder
+
+    value = _placeholder(kind)
+    assert len(value) == 1 and value.type.equals(kind), (value.type, kind)
+    value.validate(full=True)
