@@ -283,20 +283,22 @@ class Format(ABC):
         ``seek`` is a point from an earlier read of the same bytes with ``seek.row <= start_row``; a format
         that can jump there does. The default starts at the fragment holding ``start_row`` when the format has
         several (Parquet row groups), else decodes from the first row, and drops the rows before
-        ``start_row``: the cost of a start is at most one fragment (or one file) of decoding.
+        ``start_row``: the cost of a start is at most one fragment (or one file) of decoding. Fragments are
+        read one by one from there, from the first row too, so that a reader that stops early (a rewrite's
+        part of a shard) decodes at most the fragment it stops in.
         """
         if start_row < 0:
             raise InputError(f"shard {shard}: start_row must be at least 0, got {start_row}")
-        first_row = 0
+        first_row = index = 0
         batches: Iterator[pa.RecordBatch]
-        count = self.fragment_count(file, shard=shard) if start_row else 1
+        count = self.fragment_count(file, shard=shard)
         if count > 1:
-            file.seek(0)
-            rows = self.fragment_rows(file, shard=shard)
-            index = 0
-            while index < len(rows) and first_row + rows[index] <= start_row:
-                first_row += rows[index]
-                index += 1
+            if start_row:
+                file.seek(0)
+                rows = self.fragment_rows(file, shard=shard)
+                while index < len(rows) and first_row + rows[index] <= start_row:
+                    first_row += rows[index]
+                    index += 1
             file.seek(0)
             batches = self.iter_fragments(
                 file, range(index, count), shard=shard, schema=schema, columns=columns, batch_rows=batch_rows

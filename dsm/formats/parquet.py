@@ -26,7 +26,7 @@ from dsm.formats._common import (
     describe_exception,
     project_schema,
 )
-from dsm.formats.base import DEFAULT_BATCH_ROWS, Format, FormatWriter, SeekPoint
+from dsm.formats.base import DEFAULT_BATCH_ROWS, Format, FormatWriter
 from dsm.formats.index import ShardIndex
 
 __all__ = ["ParquetFormat"]
@@ -235,37 +235,11 @@ class ParquetFormat(Format):
         batch_rows: int = DEFAULT_BATCH_ROWS,
     ) -> Iterator[pa.RecordBatch]:
         """Batches of at most ``batch_rows`` rows; with ``schema``, cast to it (SchemaError if impossible).
-        Consecutive small row groups are decoded together, into batches that span them (see ``_groups``)."""
+        Consecutive small row groups are decoded together, into batches that span them (see ``_groups``):
+        a read from a row (:meth:`Format.iter_batches_from`) goes by :meth:`iter_fragments`, one group
+        after another."""
         parquet_file = self._open(file, shard)
         yield from self._iter(file, parquet_file, shard, schema, columns, batch_rows, None, span=True)
-
-    def iter_batches_from(
-        self,
-        file: IO[bytes],
-        *,
-        shard: str,
-        start_row: int,
-        seek: SeekPoint | None = None,
-        schema: pa.Schema | None = None,
-        columns: Sequence[str] | None = None,
-        batch_rows: int = DEFAULT_BATCH_ROWS,
-    ) -> Iterator[tuple[pa.RecordBatch, SeekPoint | None]]:
-        """As :meth:`Format.iter_batches_from`, and from the first row too no batch spans two row groups: a
-        reader that stops early (a rewrite's part of a shard) decodes at most the group it stops in."""
-        if start_row:
-            yield from super().iter_batches_from(
-                file,
-                shard=shard,
-                start_row=start_row,
-                seek=seek,
-                schema=schema,
-                columns=columns,
-                batch_rows=batch_rows,
-            )
-            return
-        parquet_file = self._open(file, shard)
-        for batch in self._iter(file, parquet_file, shard, schema, columns, batch_rows, None, span=False):
-            yield batch, None
 
     def fragment_count(self, file: IO[bytes], *, shard: str) -> int:
         """The file's row groups, from its footer."""
@@ -352,7 +326,7 @@ class ParquetFormat(Format):
         """The batches as pyarrow decodes them, each with where it is from (not yet checked); the rows of
         each row group and of the file counted against what the footer declares."""
         metadata = parquet_file.metadata
-        whole = row_groups is None
+        whole = row_groups is None or row_groups == list(range(metadata.num_row_groups))
         if row_groups is None:
             # One row group at a time: pyarrow's reader over a whole file holds ~100 MB more of a 128 MB
             # shard than the same rows read group by group (and is slower).
