@@ -29,6 +29,7 @@ from dsm.rewrite import Permutation, execute, layout, parse_size
 from dsm.rewrite.journal import JOURNAL_DIR, JOURNAL_FILE
 from dsm.storage import location
 from tests.conftest import StorageRoot, write_parquet_shards
+from tests.trust_support import check_published
 
 runner = CliRunner()
 
@@ -598,3 +599,4 @@ def test_a_jsonl_source_gets_parquet_row_groups_of_the_bytes_aimed_at(
     assert sum(groups) == rows
     if codec is None:
         assert groups[0] * decoded >= ROW_GROUP_BYTES * 0.8
+    check_published(result.contract, table, registry, ordered=True)
