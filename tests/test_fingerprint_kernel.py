@@ -8,6 +8,7 @@ a compiler checks that dsm installs and works without the kernel.
 from __future__ import annotations
 
 import decimal
+import functools
 import json
 import os
 import shutil
@@ -30,7 +31,15 @@ from typer.testing import CliRunner
 from dsm.cli.app import app
 from dsm.errors import StorageError
 from dsm.hashing import fingerprint_kernel
-from dsm.hashing.fingerprint import _decimal_text, digest_batch, hash_values
+from dsm.hashing.fingerprint import (
+    _NS_PER_UNIT,
+    _T_ROW,
+    _decimal_text,
+    _key_hash,
+    digest_batch,
+    hash_rows,
+    hash_values,
+)
 from tests.arrow_strategies import any_types, arrays, decimal_array, decimal_types, decimals, tables
 from tests.formats.conformance import TYPE_CASES, column
 from tests.test_fingerprint_vectors import TABLE_ORDERED, TABLE_UNORDERED, vector_table
@@ -392,3 +401,85 @@ def test_every_size_to_599_and_one_past_the_bucket_cap_is_the_same_on_both_paths
     for n in [*range(0, 600), (1 << 21) + 5]:  # the last one past the kernel's cap of 2**20 buckets
         compiled, python = both_paths(lambda n=n: keyed_permutation(n, 2, 7, 0, 3, n))
         assert np.array_equal(compiled, python), n
+
+
+_FLAT_TYPES = [
+    pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(), pa.uint32(), pa.uint64(),
+    pa.float32(), pa.float64(), pa.date32(), pa.timestamp("s"), pa.timestamp("ms", tz="UTC"),
+    pa.timestamp("us"), pa.timestamp("ns", tz="Asia/Kolkata"), pa.time32("s"), pa.time32("ms"),
+    pa.time64("us"), pa.time64("ns"), pa.duration("s"), pa.duration("ns"),
+]  # fmt: skip
+
+
+def _random_flat(rng: np.random.Generator, type_: pa.DataType, n: int, null_share: float) -> pa.Array:
+    """``n`` values of ``type_`` from random bits (every NaN payload, negative instants, the extremes),
+    with about ``null_share`` of the slots null (their bytes random too)."""
+    width = type_.bit_width // 8
+    raw = rng.integers(0, 256, n * width, dtype=np.uint8).tobytes()
+    if pa.types.is_time(type_):  # a time of day: the unit's count in [0, one day)
+        per_day = 86_400 * 1_000_000_000 // _NS_PER_UNIT[type_.unit]
+        values = rng.integers(0, per_day, n).astype(np.int32 if width == 4 else np.int64)
+        raw = values.tobytes()
+    validity = None
+    if null_share:
+        valid = rng.random(n) >= null_share
+        validity = pa.py_buffer(np.packbits(valid, bitorder="little").tobytes())
+    return pa.Array.from_buffers(type_, n, [validity, pa.py_buffer(raw)])
+
+
+@needs_kernel
+@settings(max_examples=150, deadline=None)
+@given(
+    types=st.lists(st.sampled_from(_FLAT_TYPES), min_size=1, max_size=4),
+    rows=st.sampled_from([0, 1, 7, 511, 512, 513, 1025, 3000]),
+    cut=st.integers(0, 17),
+    chunks=st.integers(1, 3),
+    null_share=st.sampled_from([0.0, 0.01, 0.5, 1.0]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_number_and_instant_fields_fold_in_one_pass_as_hashed_then_folded(
+    types: list[pa.DataType], rows: int, cut: int, chunks: int, null_share: float, seed: int
+) -> None:
+    """Flat number and instant fields are hashed and folded into the row hashes in one pass of the kernel
+    (blocks of 512 slots): the same row hashes and digests as hashing each field's values first, then
+    folding them, and as the pure-Python path, across block edges, offsets (slices), chunks and nulls."""
+    rng = np.random.default_rng(seed)
+    columns = []
+    for type_ in types:
+        parts = [_random_flat(rng, type_, rows + cut, null_share).slice(cut) for _ in range(chunks)]
+        columns.append(pa.chunked_array(parts, type=type_))
+    table = pa.table(columns, names=[f"f{i}" for i in range(len(types))])
+
+    def two_steps() -> np.ndarray:
+        total = np.zeros(table.num_rows, dtype=np.uint64)
+        for name, values in zip(table.column_names, table.columns, strict=True):
+            fingerprint_kernel.fold(total, hash_values(values), _key_hash(name))
+        return fingerprint_kernel.finish(total, _T_ROW)
+
+    fused = _with_mode("compiled", lambda: hash_rows(table))
+    assert _hex(fused) == _hex(_with_mode("compiled", two_steps))
+    assert _hex(fused) == _hex(_with_mode("python", lambda: hash_rows(table)))
+    for batch in table.combine_chunks().to_batches():
+        kernel, python = both_paths(functools.partial(digest_batch, batch))
+        assert kernel == python
+
+
+@needs_kernel
+def test_a_fused_fold_refuses_buffers_too_short_for_its_slots() -> None:
+    from dsm.hashing import _rowhash  # type: ignore[attr-defined]
+
+    total = np.zeros(4, dtype=np.uint64)
+    numbers = np.arange(4, dtype=np.int64)
+    with pytest.raises(ValueError, match="shorter than count"):
+        _rowhash.fold_numbers(total, numbers, None, 1, 4, "q", 1, 2, 3, 4)
+    with pytest.raises(ValueError, match="validity bitmap is shorter"):
+        nine = np.arange(9, dtype=np.int64)
+        _rowhash.fold_numbers(np.zeros(9, np.uint64), nine, b"\xff", 0, 9, "q", 1, 2, 3, 4)
+    with pytest.raises(ValueError, match="total must hold count"):
+        _rowhash.fold_numbers(np.zeros(3, np.uint64), numbers, None, 0, 4, "q", 1, 2, 3, 4)
+    with pytest.raises(ValueError, match="unknown number kind"):
+        _rowhash.fold_numbers(total, numbers, None, 0, 4, "x", 1, 2, 3, 4)
+    with pytest.raises(ValueError, match="one second"):
+        _rowhash.fold_instants(total, numbers, None, 0, 4, 8, 1000, 1000, 1, 2, 3)
+    with pytest.raises(ValueError, match="shorter than count"):
+        _rowhash.fold_instants(total, numbers, None, 2, 4, 8, 1000, 1_000_000, 1, 2, 3)

@@ -38,6 +38,8 @@ __all__ = [
     "enabled",
     "finish",
     "fold",
+    "fold_instant_values",
+    "fold_number_values",
     "hash_binary_values",
     "hash_decimal_values",
     "hash_instant_values",
@@ -242,6 +244,57 @@ def fold(total: np.ndarray, hashes: np.ndarray, key: int) -> None:
     import numpy as np
 
     _kernel().fold(total, np.ascontiguousarray(hashes, dtype=np.uint64), key)
+
+
+def _validity(arr: pa.Array) -> object:
+    """The validity bitmap the fused folds read: None where no slot is null."""
+    return arr.buffers()[0] if arr.null_count else None
+
+
+def fold_number_values(
+    total: np.ndarray, arr: pa.Array, key: int, tag: int, high_tag: int, null_hash: int
+) -> None:
+    """``total += fmix(h ^ key)`` in place, ``h`` each value's :func:`hash_number_values` hash (``null_hash``
+    in a null slot): hashing, nulls and fold in one pass, with no array of value hashes between them."""
+    import pyarrow as pa
+
+    kind = arr.type
+    family = "uint" if pa.types.is_unsigned_integer(kind) else "int" if pa.types.is_integer(kind) else "float"
+    code = _NUMBER_KINDS.get((family, kind.bit_width))
+    if code is None:
+        raise ValueError(f"the fingerprint kernel hashes no numbers of type {kind}")
+    _kernel().fold_numbers(
+        total,
+        _or_empty(arr.buffers()[1]),
+        _validity(arr),
+        arr.offset,
+        len(arr),
+        code,
+        tag,
+        high_tag,
+        null_hash,
+        key,
+    )
+
+
+def fold_instant_values(
+    total: np.ndarray, arr: pa.Array, key: int, ns_per_unit: int, tag: int, null_hash: int
+) -> None:
+    """As :func:`fold_number_values`, with each value's :func:`hash_instant_values` hash."""
+    per_second = 1_000_000_000 // ns_per_unit
+    _kernel().fold_instants(
+        total,
+        _or_empty(arr.buffers()[1]),
+        _validity(arr),
+        arr.offset,
+        len(arr),
+        arr.type.bit_width // 8,
+        per_second,
+        ns_per_unit,
+        tag,
+        null_hash,
+        key,
+    )
 
 
 def finish(values: np.ndarray, tag: int) -> np.ndarray:
