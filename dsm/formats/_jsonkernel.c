@@ -26,6 +26,10 @@
  * Strings are copied as they are (no escapes); the caller validates their UTF-8.
  *
  * newlines(data) counts the newline bytes of data (for the line formats' chunks and line numbers).
+ *
+ * float_texts(values, validity, offset, count, width, offsets, data) writes the text of each float32 or
+ * float64 of an Arrow array as Arrow's cast to string writes it (the shortest digits that read back to the
+ * same value), for the values written in plain positional notation: see float_text.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -619,6 +623,149 @@ done:
     return result;
 }
 
+/* ---------------------------------------------------------------------------------------- float texts */
+
+/* The most bytes one float's text takes here: a sign, "0.", five zeros and 16 digits (below 2^52). */
+#define FLOAT_TEXT_MAX 24
+
+/* 1 when the decimal c / P (c an integer below 2^53, P = 10^k, k <= 22, both exact doubles) reads back as
+ * the value a = |v|: for a double, the division is correctly rounded, as a reader's conversion of the
+ * text is, so q == a decides. For a float, q rounded once more to float is the correctly rounded float of
+ * c / P unless q lies exactly halfway between two floats (the first rounding may have moved it there):
+ * -1 then, and the caller leaves the value to Arrow. */
+static int reads_back(double c, double P, double a, int is32) {
+    double q = c / P;
+    if (!is32) return q == a;
+    uint64_t bits;
+    memcpy(&bits, &q, sizeof bits);
+    if ((bits & 0x1FFFFFFFull) == 0x10000000ull) return -1;
+    return (float)q == (float)a;
+}
+
+/* The text of one finite float v (its magnitude a, float32 when is32) into out, as Arrow's cast to string
+ * writes it, or 0 where this does not cover it (the caller then leaves the whole array to Arrow).
+ *
+ * The shortest digits that read back to v are found by trying k = 0, 1, 2, ... fraction digits: the first
+ * k at which an integer c read as c / 10^k gives v back. Only while c stays below 2^52 (float: 2^23): the
+ * interval of reals that round to v is then narrower than one unit of 10^-k, so at most one integer c
+ * lies in it, which is both the shortest-digits answer and the closest to v, the digits any shortest
+ * round-trip formatter (Arrow's included) gives. That c is the integer nearest a * 10^k; the product is
+ * rounded, so where it falls within a quarter of a half-integer its neighbour on that side is tried too.
+ * Arrow writes positional notation for decimal exponents -6 to 9 (0.000001 to 9999999999.x) and
+ * exponential notation outside: those, zero's "-0" aside, are left to it. */
+static int float_text(double v, int is32, char *out) {
+    int neg = signbit(v) != 0;
+    double a = fabs(v);
+    char *o = out;
+    if (a == 0) {
+        if (neg) *o++ = '-';
+        *o++ = '0';
+        return (int)(o - out);
+    }
+    const double limit = is32 ? 8388608.0 : 4503599627370496.0;
+    for (int k = 0; k <= 22; ++k) {
+        double P = POW10[k], p = a * P;
+        if (!(p < limit)) return 0;
+        double c = rint(p);
+        /* A c that reads back lies within half of a's spacing (times 10^k) of a * 10^k, and p within
+         * p * 2^-53 of that: within about p * 2^-52 of p for a double, p * 2^-24 for a float. Twice that
+         * is the bound here; while it stays under a quarter (p below 2^49, float 2^21), neither c beyond
+         * it nor its neighbours (half a unit or more away) can read back: no division is needed. */
+        if (p < (is32 ? 0x1p21 : 0x1p49) && fabs(p - c) > p * (is32 ? 0x1p-23 : 0x1p-51)) continue;
+        int ok = reads_back(c, P, a, is32);
+        if (ok == 0) {
+            double d = p - c;
+            if (d >= 0.25 || d <= -0.25) {
+                c += d > 0 ? 1 : -1;
+                ok = c < limit ? reads_back(c, P, a, is32) : -1;
+            }
+        }
+        if (ok < 0) return 0;
+        if (!ok) continue;
+        char digits[20];
+        int n = 0;
+        for (uint64_t m = (uint64_t)c; m; m /= 10) digits[n++] = (char)('0' + m % 10);
+        int exponent = n - 1 - k; /* of the first digit */
+        if (exponent < -6 || exponent > 9) return 0;
+        if (neg) *o++ = '-';
+        if (n <= k) { /* 0.000ddd */
+            *o++ = '0';
+            *o++ = '.';
+            for (int z = 0; z < k - n; ++z) *o++ = '0';
+            while (n) *o++ = digits[--n];
+        } else {
+            while (n > k) *o++ = digits[--n];
+            if (k) {
+                *o++ = '.';
+                while (n) *o++ = digits[--n];
+            }
+        }
+        return (int)(o - out);
+    }
+    return 0;
+}
+
+/* float_texts(values, validity, offset, count, width, offsets, data) -> bytes used in data, or -1: the
+ * texts of slots offset..offset+count-1 of a float32 (width 4) or float64 (width 8) array, a null slot
+ * (validity, an Arrow bitmap or None) empty, as a large_string array's int64 offsets (count + 1 of them)
+ * and bytes (at least FLOAT_TEXT_MAX a slot); -1 as soon as a value is one float_text does not cover. */
+static PyObject *float_texts(PyObject *self, PyObject *args) {
+    Py_buffer values, offsets, data, bits;
+    PyObject *validity;
+    Py_ssize_t offset, count;
+    int width, has_bits = 0;
+    if (!PyArg_ParseTuple(args, "y*Onniw*w*", &values, &validity, &offset, &count, &width, &offsets, &data))
+        return NULL;
+    PyObject *result = NULL;
+    if ((width != 4 && width != 8) || offset < 0 || count < 0 || values.len < (offset + count) * width ||
+        offsets.len < (count + 1) * (Py_ssize_t)sizeof(int64_t) || data.len < count * FLOAT_TEXT_MAX) {
+        PyErr_SetString(PyExc_ValueError, "float_texts: buffers too short for the slots, or a width not 4 or 8");
+        goto done;
+    }
+    if (validity != Py_None) {
+        if (PyObject_GetBuffer(validity, &bits, PyBUF_SIMPLE) < 0) goto done;
+        has_bits = 1;
+        if (bits.len * 8 < offset + count) {
+            PyErr_SetString(PyExc_ValueError, "float_texts: validity bitmap is shorter than its slots");
+            goto done;
+        }
+    }
+    int64_t used = 0;
+    Py_BEGIN_ALLOW_THREADS
+    const unsigned char *src = (const unsigned char *)values.buf, *valid = has_bits ? bits.buf : NULL;
+    int64_t *ends = (int64_t *)offsets.buf;
+    char *out = (char *)data.buf;
+    ends[0] = 0;
+    for (Py_ssize_t i = 0; i < count; ++i) {
+        Py_ssize_t slot = offset + i;
+        if (valid == NULL || (valid[slot >> 3] >> (slot & 7)) & 1) {
+            double v;
+            if (width == 4) {
+                float f;
+                memcpy(&f, src + slot * 4, 4);
+                v = f;
+            } else {
+                memcpy(&v, src + slot * 8, 8);
+            }
+            int n = isfinite(v) ? float_text(v, width == 4, out + used) : 0;
+            if (n == 0) {
+                used = -1;
+                break;
+            }
+            used += n;
+        }
+        ends[i + 1] = used;
+    }
+    Py_END_ALLOW_THREADS
+    result = PyLong_FromLongLong((long long)used);
+done:
+    if (has_bits) PyBuffer_Release(&bits);
+    PyBuffer_Release(&values);
+    PyBuffer_Release(&offsets);
+    PyBuffer_Release(&data);
+    return result;
+}
+
 /* Bits 0-31: the control characters present; bit 32: a backslash; bit 33: a quote. */
 /* Nonzero when one of the 8 bytes of w is a control character (below 0x20), a quote or a backslash. The
  * tests are the exact "has a byte less than n" and "has a zero byte" word tricks: a borrow can only set
@@ -692,6 +839,8 @@ static PyObject *room(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"room", room, METH_VARARGS, "room(n) -> bytearray: n bytes, not set: the caller fills them or cuts them off"},
     {"escapes", escapes, METH_VARARGS, "escapes(data) -> int: bits 0-31 control characters, 32 backslash, 33 quote"},
+    {"float_texts", float_texts, METH_VARARGS,
+     "float_texts(values, validity, offset, count, width, offsets, data) -> bytes used, or -1: Arrow's texts"},
     {"newlines", newlines, METH_VARARGS, "newlines(data) -> int: how many newline bytes data holds"},
     {"join", join, METH_VARARGS, "join(parts, rows, out) -> None: the lines of a batch, row by row, into out"},
     {"scan", scan, METH_VARARGS,

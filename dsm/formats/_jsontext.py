@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from dsm.errors import SchemaError
 from dsm.formats._common import b64encode_array, check_text_timestamps, is_binary_like, is_string_like
-from dsm.formats._flatjson import escapes_present, join_lines
+from dsm.formats._flatjson import escapes_present, float_texts, join_lines
 from dsm.formats._storage import convert_array
 
 __all__ = [
@@ -154,7 +154,9 @@ def _null_where_invalid(array: pa.Array, text: pa.Array) -> pa.Array:
 
 
 def _floats(array: pa.Array) -> pa.Array:
-    text = array.cast(_TEXT)
+    text = float_texts(array)  # the kernel's, the same texts as the cast's
+    if text is None:
+        text = array.cast(_TEXT)
     negative_zero = pc.equal(text, _s("-0"))
     if pc.any(negative_zero).as_py():
         # Arrow writes -0.0 as "-0", which many JSON readers take for the integer 0.

@@ -514,3 +514,69 @@ def test_newlines_are_counted_as_numpy_and_bytes_count_them(
     expected = data.count(b"\n")
     assert _lines.count_newlines(data) == _lines.numpy_newlines(data) == expected
     assert _lines.count_newlines(bytearray(data)) == _lines.count_newlines(memoryview(raw)[skip:]) == expected
+
+
+_EDGE_FLOATS = [
+    0.0, -0.0, 1.0, -1.0, 0.1, 0.3, 1e-6, 1.5e-6, 9.99999e-7, 1e-7, 1e9, 1e10, 9999999999.5,
+    9999999999.999998, 123456789.25, 2.0**49, 2.0**52 - 1, 2.0**52, 2.0**53, 0.30000000000000004, 1 / 3,
+    5e-324, 2.2250738585072014e-308, 1.7976931348623157e308, float("nan"), float("inf"), float("-inf"),
+    16777216.0, 16777217.0, 8388607.5, 3.4028235e38,
+]  # fmt: skip
+
+
+def _decimals(scale: int) -> st.SearchStrategy[float]:
+    """Values with at most ``scale`` fraction digits, as rounded features and prices are."""
+    return st.integers(-(10**12), 10**12).map(lambda n: n / 10**scale)
+
+
+@built
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    values=st.lists(
+        st.one_of(
+            st.floats(width=64),
+            st.floats(width=32),
+            st.integers(0, 12).flatmap(_decimals),
+            st.sampled_from(_EDGE_FLOATS),
+            st.none(),
+        ),
+        max_size=40,
+    ),
+    type_=st.sampled_from([pa.float32(), pa.float64()]),
+    start=st.integers(0, 9),
+)
+def test_the_kernel_writes_floats_as_arrows_cast_does(
+    values: list[float | None], type_: pa.DataType, start: int
+) -> None:
+    """The kernel's float texts are byte for byte Arrow's (the shortest digits that read back), where it
+    writes them; every value of an array it writes reads back as the same value."""
+    with np.errstate(over="ignore"):
+        arr = pa.array([1.0] * start + values, type=type_, from_pandas=False).slice(start)
+    texts = _flatjson.float_texts(arr)
+    if texts is None:  # the caller casts: only for a value not finite, in exponential notation or long
+        wide = 7 if type_ == pa.float32() else 16
+        assert any(
+            "e" in text or "n" in text or len(text.lstrip("-0.").replace(".", "")) >= wide
+            for text in arr.cast(pa.large_string()).drop_null().to_pylist()
+        )
+        return
+    assert texts.equals(arr.cast(pa.large_string()))
+    for value, text in zip(arr.to_pylist(), texts.to_pylist(), strict=True):
+        assert (value is None) == (text is None)
+        if value is not None:
+            read = float(text)
+            assert (np.float32(read) if type_ == pa.float32() else read) == value or value != value
+
+
+@built
+@pytest.mark.parametrize(
+    ("type_", "scale"),
+    [(pa.float64(), 0), (pa.float64(), 3), (pa.float64(), 6), (pa.float32(), 0), (pa.float32(), 3)],
+)
+def test_rounded_numbers_are_written_by_the_kernel(type_: pa.DataType, scale: int) -> None:
+    """Numbers with a few fraction digits (up to 7 digits in all for a float32, which keeps about as many),
+    the most common floats of a dataset, take the kernel's path."""
+    values = np.round(np.random.default_rng(scale).normal(0, 100, 5000), scale)
+    arr = pa.array(values, type=pa.float64()).cast(type_)
+    texts = _flatjson.float_texts(arr)
+    assert texts is not None and texts.equals(arr.cast(pa.large_string()))
