@@ -17,11 +17,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dsm
-from dsm.arrow_types import masked_nulls_filled
+from dsm.arrow_types import masked_nulls_filled, whole
 from dsm.errors import SchemaError
 from dsm.formats import get_format
 from dsm.hashing import fingerprint_kernel
 from dsm.hashing.fingerprint import digest_batch
+from tests.arrow_strategies import any_types, arrays
 from tests.independent import comparable
 from tests.strategies import arrow_types, nulls_under_null_parents, schemas, tables
 from tests.trust_support import check_published, register_table, write_shards
@@ -179,3 +180,18 @@ def test_a_placeholder_is_of_the_type_it_stands_in(kind: pa.DataType) -> None:
     value = _placeholder(kind)
     assert len(value) == 1 and value.type.equals(kind), (value.type, kind)
     value.validate(full=True)
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data(), type_=any_types(), chunks=st.integers(0, 3))
+def test_a_chunked_column_is_one_array_of_its_values_and_a_single_chunk_is_not_copied(
+    data: st.DataObject, type_: pa.DataType, chunks: int
+) -> None:
+    column = pa.chunked_array([data.draw(arrays(type_)) for _ in range(chunks)], type=type_)
+    one = whole(column)
+    assert isinstance(one, pa.Array) and one.type == type_
+    assert one.equals(column.combine_chunks())
+    if chunks == 1:
+        addresses = [[b and b.address for b in a.buffers()] for a in (one, column.chunk(0))]
+        assert addresses[0] == addresses[1]
+    assert whole(one) is one

@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dsm.arrow_types import whole
 from dsm.errors import SchemaError
 from dsm.formats._common import b64encode_array, check_text_timestamps, is_binary_like, is_string_like
 from dsm.formats._flatjson import escapes_present, float_texts, join_lines
@@ -266,8 +267,7 @@ def _texts(array: pa.Array) -> pa.Array:
 
 def encode_values(array: pa.Array) -> pa.Array:
     """The JSON text of every value of ``array`` as a large_string array without nulls (null -> ``null``)."""
-    if isinstance(array, pa.ChunkedArray):
-        array = array.combine_chunks()
+    array = whole(array)
     if pa.types.is_null(array.type) or len(array) == array.null_count:
         return pa.repeat(_NULL_TEXT, len(array))
     if pa.types.is_dictionary(array.type):

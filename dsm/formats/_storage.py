@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dsm.arrow_types import list_view_as_list, placeholders_nulled
+from dsm.arrow_types import list_view_as_list, placeholders_nulled, whole
 from dsm.errors import SchemaError
 from dsm.schema_memo import SchemaMemo
 
@@ -215,8 +215,7 @@ def convert_array(array: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.
     Only conversions that are exact by construction are done; any other pair is refused, so a format
     that declares a stored type dsm cannot reach is caught in tests, not in a published version.
     """
-    if isinstance(array, pa.ChunkedArray):
-        array = array.combine_chunks()
+    array = whole(array)
     source = array.type
     if pa.types.is_dictionary(source):
         return _dictionary(array, target)

@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from dsm.arrow_types import whole
 from dsm.errors import FormatError, SchemaError
 from dsm.formats._common import (
     PositionTrackingSink,
@@ -555,7 +556,7 @@ class _ChunkParser:
         if table.schema.equals(self.schema):
             return table
         columns = [
-            _cast_to(column.combine_chunks(), field.type)
+            _cast_to(whole(column), field.type)
             for column, field in zip(table.columns, self.schema, strict=True)
         ]
         return pa.Table.from_arrays(columns, schema=self.schema)
@@ -591,7 +592,7 @@ class _ChunkParser:
         table.validate(full=True)  # pyarrow's JSON parser does not check that strings are UTF-8
         columns = []
         for field, column in zip(self._stored, table.columns, strict=True):
-            array = column.combine_chunks()
+            array = whole(column)
             if is_binary_like(field.type):
                 array = b64decode_array(array, field.type)
             elif not array.type.equals(field.type):
