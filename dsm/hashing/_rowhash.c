@@ -718,84 +718,98 @@ static int fold_args(const Py_buffer *total, Py_ssize_t start, Py_ssize_t count,
     return 0;
 }
 
+/* Where a fused fold takes its value hashes from: numbers (hash_numbers) or instants (hash_instants). */
+typedef struct {
+    const char *data;
+    int instants;
+    int kind;        /* numbers: hash_numbers' kind */
+    Py_ssize_t width;
+    uint64_t tag, high_tag;
+    int64_t per_second, ns_per_unit; /* instants */
+} fold_source;
+
+/* The loop of both fused folds: block by block, the value hashes, the null hash over null slots, folded. */
+static void fold_values(uint64_t *acc, const fold_source *src, const unsigned char *bits, Py_ssize_t start,
+                        Py_ssize_t count, uint64_t null_hash, uint64_t key) {
+    uint64_t block[FOLD_BLOCK];
+    for (Py_ssize_t at = 0; at < count; at += FOLD_BLOCK) {
+        Py_ssize_t n = count - at < FOLD_BLOCK ? count - at : FOLD_BLOCK;
+        if (src->instants)
+            instants_into(src->data, start + at, n, (int)src->width, src->per_second, src->ns_per_unit, src->tag,
+                          block);
+        else
+            numbers_into(src->data + (start + at) * src->width, n, src->kind, src->tag, src->high_tag, block);
+        if (bits != NULL) nulls_into(bits, start + at, n, null_hash, block);
+        fold_into(acc + at, block, n, key);
+    }
+}
+
+/* The checks and the run of a fused fold, its buffers released after. */
+static PyObject *fold_run(Py_buffer *total, Py_buffer *data, PyObject *validity, Py_ssize_t start,
+                          Py_ssize_t count, fold_source *src, uint64_t null_hash, uint64_t key) {
+    Py_buffer bits;
+    int has_bits = 0;
+    PyObject *result = NULL;
+    if (fold_args(total, start, count, validity, &bits, &has_bits) < 0) goto done;
+    if (data->len < (start + count) * src->width) {
+        PyErr_SetString(PyExc_ValueError, "data buffer is shorter than count values");
+        goto done;
+    }
+    src->data = (const char *)data->buf;
+    Py_BEGIN_ALLOW_THREADS
+    fold_values((uint64_t *)total->buf, src, has_bits ? (const unsigned char *)bits.buf : NULL, start, count,
+                null_hash, key);
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    if (has_bits) PyBuffer_Release(&bits);
+    PyBuffer_Release(total);
+    PyBuffer_Release(data);
+    return result;
+}
+
 /* fold_numbers(total, data, validity, start, count, kind, tag, high_tag, null_hash, key): hash_numbers of
  * slots start..start+count-1 of ``data``, ``null_hash`` where ``validity`` (an Arrow bitmap, or None when
  * no slot is null) marks a slot null, each folded into ``total`` as fold does: the three steps in one pass
  * with no array of value hashes between them (whose allocation and first touch cost more than hashing). */
 static PyObject *fold_numbers(PyObject *self, PyObject *args) {
-    Py_buffer total, data, bits;
+    Py_buffer total, data;
     PyObject *validity;
     Py_ssize_t start, count;
-    int kind, has_bits = 0;
+    int kind;
     unsigned long long tag, high_tag, null_hash, key;
     if (!PyArg_ParseTuple(args, "w*y*OnnCKKKK", &total, &data, &validity, &start, &count, &kind, &tag, &high_tag,
                           &null_hash, &key))
         return NULL;
-    PyObject *result = NULL;
-    Py_ssize_t width = number_width(kind);
-    if (width == 0) {
+    fold_source src = {.instants = 0, .kind = kind, .width = number_width(kind), .tag = tag, .high_tag = high_tag};
+    if (src.width == 0) {
         PyErr_Format(PyExc_ValueError, "unknown number kind %c", kind);
-        goto done;
+        PyBuffer_Release(&total);
+        PyBuffer_Release(&data);
+        return NULL;
     }
-    if (fold_args(&total, start, count, validity, &bits, &has_bits) < 0) goto done;
-    if (data.len < (start + count) * width) {
-        PyErr_SetString(PyExc_ValueError, "data buffer is shorter than count numbers");
-        goto done;
-    }
-    Py_BEGIN_ALLOW_THREADS
-    uint64_t block[FOLD_BLOCK];
-    uint64_t *acc = (uint64_t *)total.buf;
-    const char *src = (const char *)data.buf;
-    for (Py_ssize_t at = 0; at < count; at += FOLD_BLOCK) {
-        Py_ssize_t n = count - at < FOLD_BLOCK ? count - at : FOLD_BLOCK;
-        numbers_into(src + (start + at) * width, n, kind, tag, high_tag, block);
-        if (has_bits) nulls_into((const unsigned char *)bits.buf, start + at, n, null_hash, block);
-        fold_into(acc + at, block, n, key);
-    }
-    Py_END_ALLOW_THREADS
-    result = Py_NewRef(Py_None);
-done:
-    if (has_bits) PyBuffer_Release(&bits);
-    PyBuffer_Release(&total);
-    PyBuffer_Release(&data);
-    return result;
+    return fold_run(&total, &data, validity, start, count, &src, null_hash, key);
 }
 
 /* fold_instants(total, data, validity, start, count, width, per_second, ns_per_unit, tag, null_hash, key):
  * as fold_numbers, with the hashes of hash_instants. */
 static PyObject *fold_instants(PyObject *self, PyObject *args) {
-    Py_buffer total, data, bits;
+    Py_buffer total, data;
     PyObject *validity;
     Py_ssize_t start, count;
-    int width, has_bits = 0;
+    int width;
     long long per_second, ns_per_unit;
     unsigned long long tag, null_hash, key;
     if (!PyArg_ParseTuple(args, "w*y*OnniLLKKK", &total, &data, &validity, &start, &count, &width, &per_second,
                           &ns_per_unit, &tag, &null_hash, &key))
         return NULL;
-    PyObject *result = NULL;
-    if (check_instant_units(width, per_second, ns_per_unit) < 0) goto done;
-    if (fold_args(&total, start, count, validity, &bits, &has_bits) < 0) goto done;
-    if (data.len < (start + count) * width) {
-        PyErr_SetString(PyExc_ValueError, "data buffer is shorter than count values");
-        goto done;
+    if (check_instant_units(width, per_second, ns_per_unit) < 0) {
+        PyBuffer_Release(&total);
+        PyBuffer_Release(&data);
+        return NULL;
     }
-    Py_BEGIN_ALLOW_THREADS
-    uint64_t block[FOLD_BLOCK];
-    uint64_t *acc = (uint64_t *)total.buf;
-    for (Py_ssize_t at = 0; at < count; at += FOLD_BLOCK) {
-        Py_ssize_t n = count - at < FOLD_BLOCK ? count - at : FOLD_BLOCK;
-        instants_into((const char *)data.buf, start + at, n, width, per_second, ns_per_unit, tag, block);
-        if (has_bits) nulls_into((const unsigned char *)bits.buf, start + at, n, null_hash, block);
-        fold_into(acc + at, block, n, key);
-    }
-    Py_END_ALLOW_THREADS
-    result = Py_NewRef(Py_None);
-done:
-    if (has_bits) PyBuffer_Release(&bits);
-    PyBuffer_Release(&total);
-    PyBuffer_Release(&data);
-    return result;
+    fold_source src = {.instants = 1, .width = width, .tag = tag, .per_second = per_second, .ns_per_unit = ns_per_unit};
+    return fold_run(&total, &data, validity, start, count, &src, null_hash, key);
 }
 
 static inline uint64_t mod_p61(u128 x) {
