@@ -7,7 +7,9 @@
  * one uint64 per slot into a caller-allocated writable buffer, so the kernel needs neither NumPy nor
  * pyarrow headers. Null slots are hashed like any other (their bytes are whatever the buffer holds); the
  * caller overwrites them with the null hash. Offsets and views are bounds-checked: a malformed array
- * raises ValueError instead of reading outside its buffers.
+ * raises ValueError instead of reading outside its buffers. For number, date and instant fields,
+ * fold_numbers and fold_instants do the hashing, the null hash and the fold into the row hashes in one
+ * pass, with no array of value hashes between them.
  *
  * Beside the fingerprint it computes the read order's block permutation (keyed_order), which the shuffled
  * iterator needs once per block of rows and NumPy's argsort made a quarter of a shuffled epoch's time.
