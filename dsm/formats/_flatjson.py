@@ -109,7 +109,8 @@ def float_texts(array: pa.Array) -> pa.Array | None:
     of the time (the shortest digits that read back, found from the power of ten up: see the kernel's
     ``float_text``); None where the kernel is off or a value is outside what it writes (the caller casts)."""
     kernel = _kernel()
-    if kernel is None or not _enabled():
+    wide = array.type.bit_width if pa.types.is_floating(array.type) else 0
+    if kernel is None or not _enabled() or wide not in (32, 64):  # float16 included: its texts are the cast's
         return None
     count = len(array)
     validity, values = array.buffers()[:2]
@@ -120,7 +121,7 @@ def float_texts(array: pa.Array) -> pa.Array | None:
         validity if array.null_count else None,
         array.offset,
         count,
-        array.type.bit_width // 8,
+        wide // 8,
         offsets,
         data,
     )
