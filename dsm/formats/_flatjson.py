@@ -115,7 +115,7 @@ def float_texts(array: pa.Array) -> pa.Array | None:
     count = len(array)
     validity, values = array.buffers()[:2]
     offsets = _pool_bytes((count + 1) * 8)
-    data = _pool_bytes(count * _FLOAT_TEXT_MAX, resizable=True)
+    data = _pool_bytes(count * kernel.FLOAT_TEXT_MAX, resizable=True)  # the most one value's text takes
     used = kernel.float_texts(
         b"" if values is None else values,
         validity if array.null_count else None,
@@ -132,9 +132,6 @@ def float_texts(array: pa.Array) -> pa.Array | None:
     if array.null_count:
         return pc.if_else(array.is_valid(), texts, pa.scalar(None, pa.large_string()))
     return texts
-
-
-_FLOAT_TEXT_MAX = 24  # the kernel's FLOAT_TEXT_MAX: the most bytes one value's text takes
 
 
 def _pool_bytes(size: int, *, zeroed: bool = False, resizable: bool = False) -> pa.Buffer:

@@ -877,6 +877,7 @@ PyMODINIT_FUNC PyInit__jsonkernel(void) {
         {"I8", K_I8}, {"I16", K_I16}, {"I32", K_I32}, {"I64", K_I64}, {"U8", K_U8}, {"U16", K_U16},
         {"U32", K_U32}, {"U64", K_U64}, {"F32", K_F32}, {"F64", K_F64}, {"BOOL", K_BOOL},
         {"STR32", K_STR32}, {"STR64", K_STR64}, {"TS", K_TS}, {"TS_ZONED", TS_ZONED},
+        {"FLOAT_TEXT_MAX", FLOAT_TEXT_MAX},
     };
     for (size_t i = 0; i < sizeof constants / sizeof constants[0]; ++i) {
         if (PyModule_AddIntConstant(m, constants[i].name, constants[i].value) < 0) {

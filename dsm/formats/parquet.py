@@ -387,8 +387,8 @@ class ParquetFormat(Format):
         metadata = parquet_file.metadata
         columns = list(target.names)
 
-        def streamed(run: list[int]) -> Iterator[pa.RecordBatch]:
-            return parquet_file.iter_batches(
+        def batches_of(reader: pq.ParquetFile, run: list[int]) -> Iterator[pa.RecordBatch]:
+            return reader.iter_batches(
                 batch_size=batch_rows, row_groups=run, columns=columns, use_threads=True
             )
 
@@ -401,11 +401,7 @@ class ParquetFormat(Format):
                 if reader is None:  # the source stays open: it is the caller's
                     reader = pq.ParquetFile(source, metadata=metadata, page_checksum_verification=True)
                     readers[threading.get_ident()] = reader
-                batches.extend(
-                    reader.iter_batches(
-                        batch_size=batch_rows, row_groups=run, columns=columns, use_threads=True
-                    )
-                )
+                batches.extend(batches_of(reader, run))
             except Exception as exc:  # handed over with the batches before it, raised where it is met
                 return run, batches, exc
             return run, batches, None
@@ -419,7 +415,7 @@ class ParquetFormat(Format):
                 yield run, iter(batches), error
             return
         for run in runs:
-            yield run, streamed(run), None
+            yield run, batches_of(parquet_file, run), None
 
     def _open_writer(self, file: IO[bytes], schema: pa.Schema) -> FormatWriter:
         return _ParquetWriter(file, schema, self)

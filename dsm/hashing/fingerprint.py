@@ -274,6 +274,11 @@ def _flat_tag(kind: pa.DataType) -> int | None:
         return _T_FLOAT
     if pa.types.is_date32(kind):
         return _T_DATE
+    return _instant_tag(kind)
+
+
+def _instant_tag(kind: pa.DataType) -> int | None:
+    """The tag of a timestamp (with or without a time zone), time or duration type; None for any other."""
     if pa.types.is_timestamp(kind):
         return _T_TIMESTAMP_TZ if kind.tz else _T_TIMESTAMP
     if pa.types.is_time(kind):
@@ -322,12 +327,8 @@ def hash_values(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
     elif pa.types.is_date64(kind):
         days = np.floor_divide(_storage_ints(arr), 86_400_000)
         out = _tagged(days.view(_U64), _T_DATE)
-    elif pa.types.is_timestamp(kind):
-        out = _hash_instants(arr, kind.unit, _T_TIMESTAMP_TZ if kind.tz else _T_TIMESTAMP)
-    elif pa.types.is_time(kind):
-        out = _hash_instants(arr, kind.unit, _T_TIME)
-    elif pa.types.is_duration(kind):
-        out = _hash_instants(arr, kind.unit, _T_DURATION)
+    elif (instant := _instant_tag(kind)) is not None:
+        out = _hash_instants(arr, kind.unit, instant)
     elif pa.types.is_decimal(kind):
         out = _hash_decimals(arr)
     elif pa.types.is_map(kind):

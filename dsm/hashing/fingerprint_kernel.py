@@ -202,18 +202,23 @@ _NUMBER_KINDS = {
 }
 
 
-def hash_number_values(arr: pa.Array, tag: int, high_tag: int = 0) -> np.ndarray:
-    """``fmix(v ^ tag)`` of every value of an integer or float32/float64 array (integers sign-extended to
-    64 bits; unsigned ones from 2**63 on take ``high_tag``; floats widened to float64 bits with every NaN
-    canonical). A float16 array is cast to float64 by the caller."""
+def _number_code(kind: pa.DataType) -> str:
+    """The kernel's code of an integer or float32/float64 type (ValueError for any other)."""
     import pyarrow as pa
 
-    kind = arr.type
     family = "uint" if pa.types.is_unsigned_integer(kind) else "int" if pa.types.is_integer(kind) else "float"
     code = _NUMBER_KINDS.get((family, kind.bit_width))
     if code is None:
         raise ValueError(f"the fingerprint kernel hashes no numbers of type {kind}")
+    return code
+
+
+def hash_number_values(arr: pa.Array, tag: int, high_tag: int = 0) -> np.ndarray:
+    """``fmix(v ^ tag)`` of every value of an integer or float32/float64 array (integers sign-extended to
+    64 bits; unsigned ones from 2**63 on take ``high_tag``; floats widened to float64 bits with every NaN
+    canonical). A float16 array is cast to float64 by the caller."""
     out = _out(len(arr))
+    code = _number_code(arr.type)
     _kernel().hash_numbers(_or_empty(arr.buffers()[1]), arr.offset, len(arr), code, tag, high_tag, out)
     return out
 
@@ -256,20 +261,13 @@ def fold_number_values(
 ) -> None:
     """``total += fmix(h ^ key)`` in place, ``h`` each value's :func:`hash_number_values` hash (``null_hash``
     in a null slot): hashing, nulls and fold in one pass, with no array of value hashes between them."""
-    import pyarrow as pa
-
-    kind = arr.type
-    family = "uint" if pa.types.is_unsigned_integer(kind) else "int" if pa.types.is_integer(kind) else "float"
-    code = _NUMBER_KINDS.get((family, kind.bit_width))
-    if code is None:
-        raise ValueError(f"the fingerprint kernel hashes no numbers of type {kind}")
     _kernel().fold_numbers(
         total,
         _or_empty(arr.buffers()[1]),
         _validity(arr),
         arr.offset,
         len(arr),
-        code,
+        _number_code(arr.type),
         tag,
         high_tag,
         null_hash,
