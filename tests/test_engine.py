@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from dsm.engine import MODES, LocalExecutor, UnitFailure, map_units, run_units
+from dsm.engine.base import workers_idle
 
 
 def _square_and_where(x: int) -> tuple[int, int]:
@@ -124,3 +125,38 @@ def test_a_missing_extra_names_what_to_install(
     )
     assert result.exit_code == 2 and "pip install 'dsm[ray]'" in result.stderr
     assert not (tmp_path / "r").exists()  # refused before anything was written
+
+
+def test_a_unit_is_told_when_another_worker_has_no_unit_left() -> None:
+    """Two workers, three units: while a unit waits to start, no worker is idle; once the last has started
+    and another has finished, the units still running are told (and only in threads)."""
+    seen: dict[str, bool] = {}
+    first_done, last_started, second_done = threading.Event(), threading.Event(), threading.Event()
+
+    def unit(name: str) -> str:
+        if name == "a":
+            seen["a, b running, c waiting"] = workers_idle()
+            first_done.set()  # a finishes: c starts on its worker
+        elif name == "b":
+            assert last_started.wait(5)
+            seen["b, c running, none waiting"] = workers_idle()
+            second_done.set()  # b finishes: its worker has nothing left
+        else:
+            last_started.set()
+            assert second_done.wait(5)
+            for _ in range(500):  # b's worker counts b as finished just after b returns
+                if workers_idle():
+                    break
+                threading.Event().wait(0.01)
+            seen["c alone"] = workers_idle()
+        return name
+
+    assert LocalExecutor(workers=2).run(unit, ["a", "b", "c"]) == ["a", "b", "c"]
+    assert seen == {"a, b running, c waiting": False, "b, c running, none waiting": False, "c alone": True}
+    assert not workers_idle()  # outside an executor
+    assert LocalExecutor(workers=1).run(lambda _: workers_idle(), [1, 2]) == [False, False]
+    assert LocalExecutor(workers=2, mode="process").run(_idle, [1, 2, 3]) == [False, False, False]
+
+
+def _idle(_: int) -> bool:
+    return workers_idle()

@@ -124,6 +124,34 @@ def test_read_ahead_is_bounded() -> None:
     ahead.close()
 
 
+def test_read_ahead_deepened_runs_further_ahead_and_never_less() -> None:
+    made: list[int] = []
+
+    def counting() -> Iterator[int]:
+        for value in range(100):
+            made.append(value)
+            yield value
+
+    def settled(count: int) -> int:
+        """How many items the thread has made once it may make ``count`` (waits up to 5 s for them)."""
+        for _ in range(500):
+            if len(made) >= count:
+                break
+            threading.Event().wait(0.01)
+        threading.Event().wait(0.1)  # and a moment more, in which it must not make another
+        return len(made)
+
+    ahead = ReadAhead(counting(), depth=1)
+    assert next(ahead) == 0
+    assert settled(2) == 2  # the one handed out and one ready
+    ahead.deepen(5)
+    assert settled(6) == 6  # now five ready
+    ahead.deepen(2)  # a smaller depth changes nothing
+    assert [next(ahead) for _ in range(3)] == [1, 2, 3]
+    assert settled(9) == 9
+    ahead.close()
+
+
 def _readers() -> set[threading.Thread]:
     return {t for t in threading.enumerate() if t.name == "dsm-read-ahead"}
 

@@ -216,12 +216,23 @@ def test_shuffle_is_deterministic_per_seed(
 
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_worker_count_does_not_change_bytes(
-    tmp_path: Path, sample_table: pa.Table, registry_url: str, shuffle: bool
+    tmp_path: Path, sample_table: pa.Table, registry_url: str, shuffle: bool, monkeypatch: Any
 ) -> None:
+    """Nor does reading further ahead where a file is written while another worker is idle (here told so
+    for every file): the same files, byte for byte."""
+    from dsm.engine.ahead import ReadAhead
+
     _register(StorageRoot(kind="local", url=str(tmp_path / "store")), sample_table, registry_url)
     extra: dict[str, Any] = {"shuffle": True, "seed": 3} if shuffle else {}
     one = reshard("web@1", str(tmp_path / "w1"), num_shards=5, workers=1, registry=registry_url, **extra)
+    deepened: list[int] = []
+    deepen = ReadAhead.deepen
+    monkeypatch.setattr(
+        ReadAhead, "deepen", lambda self, depth: (deepened.append(depth), deepen(self, depth))
+    )
+    monkeypatch.setattr(execute, "workers_idle", lambda: True)
     two = reshard("web@1", str(tmp_path / "w2"), num_shards=5, workers=2, registry=registry_url, **extra)
+    assert deepened == [execute.TAIL_AHEAD] * 5  # once for each file
     assert _checksums(one) == _checksums(two)
     for a, b in zip(one.contract.shards, two.contract.shards, strict=True):
         assert (tmp_path / "w1" / a.path).read_bytes() == (tmp_path / "w2" / b.path).read_bytes()

@@ -106,6 +106,14 @@ class ReadAhead(Generic[T]):
             raise StopIteration
         raise value  # type: ignore[misc]
 
+    def deepen(self, depth: int) -> None:
+        """Let the thread run up to ``depth`` items ahead from now on (never fewer than before)."""
+        shared = self._shared
+        with shared.lock:
+            if depth > shared.depth:
+                shared.depth = depth
+                shared.lock.notify_all()
+
     def close(self) -> None:
         self._shared.halt()
         if self._thread is not None and os.getpid() == self._pid:

@@ -10,8 +10,10 @@ process as each unit finishes.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
 
@@ -23,7 +25,9 @@ __all__ = [
     "Mode",
     "UnitFailure",
     "default_workers",
+    "telling_idle",
     "unit_label",
+    "workers_idle",
 ]
 
 T = TypeVar("T")
@@ -35,6 +39,29 @@ MODES: tuple[Mode, ...] = ("thread", "process")
 
 def default_workers() -> int:
     return max(1, os.cpu_count() or 1)
+
+
+_IDLE: contextvars.ContextVar[Callable[[], bool] | None] = contextvars.ContextVar(
+    "dsm_workers_idle", default=None
+)
+
+
+def workers_idle() -> bool:
+    """From inside a unit of work: whether a worker of the executor running it is left without a unit (every
+    unit has started and fewer run than there are workers), so that this unit may use what that worker
+    leaves free. False where the executor does not say (forked workers, a cluster) or outside one."""
+    idle = _IDLE.get()
+    return idle is not None and idle()
+
+
+@contextlib.contextmanager
+def telling_idle(idle: Callable[[], bool] | None) -> Iterator[None]:
+    """Within the block, :func:`workers_idle` asks ``idle`` (the executor's side of it)."""
+    token = _IDLE.set(idle)
+    try:
+        yield
+    finally:
+        _IDLE.reset(token)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -23,7 +23,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from dsm.engine.base import MODES, EngineReport, ErrorPolicy, Mode, UnitFailure, default_workers
+from dsm.engine.base import (
+    MODES,
+    EngineReport,
+    ErrorPolicy,
+    Mode,
+    UnitFailure,
+    default_workers,
+    telling_idle,
+)
 from dsm.engine.progress import report_to, reporting_to
 from dsm.units import parse_workers
 
@@ -113,12 +121,21 @@ def _in_threads(
 ) -> list[R | UnitFailure]:
     results: list[R | UnitFailure | None] = [None] * len(units)
     stop = threading.Event()
+    counts = threading.Lock()
+    started = finished = 0
+
+    def idle() -> bool:
+        """Every unit has started and a worker has none (what :func:`workers_idle` asks)."""
+        return started == len(units) and started - finished < workers
 
     def task(index: int) -> None:
+        nonlocal started, finished
         if stop.is_set():
             return
+        with counts:
+            started += 1
         try:
-            with reporting_to(on_progress):
+            with reporting_to(on_progress), telling_idle(idle):
                 results[index] = result = fn(units[index])
         except BaseException as exc:
             if on_error == "raise":
@@ -126,6 +143,9 @@ def _in_threads(
                 raise
             results[index] = UnitFailure(index=index, error=exc)
             return
+        finally:
+            with counts:
+                finished += 1
         if on_done is not None:
             on_done(index, result)
 
