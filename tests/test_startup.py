@@ -12,6 +12,7 @@ import importlib
 import inspect
 import os
 import pkgutil
+import re
 import subprocess
 import sys
 from typing import Annotated
@@ -201,6 +202,31 @@ def test_a_rewrite_with_a_count_imports_no_pydantic(tiny_registry: str, tmp_path
 def test_loading_the_cli_imports_nothing_heavy() -> None:
     loaded = _imported_after("import dsm.cli.app")
     assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
+
+
+def test_the_command_keeps_arrows_allocator_off_huge_pages() -> None:
+    """mimalloc (pyarrow's allocator) reads its options when pyarrow loads: the command's set-up asks for
+    ordinary pages unless the environment says otherwise; ``import dsm`` changes nothing."""
+    show = "import pyarrow as pa\npa.allocate_buffer(1 << 20)\n"
+    env = {k: v for k, v in os.environ.items() if k != "MIMALLOC_ALLOW_THP"}
+
+    def allow_thp(prelude: str, **extra: str) -> str:
+        run = subprocess.run(
+            [sys.executable, "-c", prelude + show],
+            env={**env, "MIMALLOC_VERBOSE": "1", **extra},
+            capture_output=True,
+            text=True,
+        )
+        assert run.returncode == 0, run.stderr
+        found = re.search(r"option 'allow_thp': (\d+)", run.stderr)
+        if found is None:
+            pytest.skip("this pyarrow's allocator is not a mimalloc with the allow_thp option")
+        return found.group(1)
+
+    cli = "from dsm.cli import _no_huge_pages_for_arrow\n_no_huge_pages_for_arrow()\n"
+    assert allow_thp(cli) == "0"
+    assert allow_thp("import dsm\n") == allow_thp("")
+    assert allow_thp(cli, MIMALLOC_ALLOW_THP="1") == "1"
 
 
 def test_the_command_starts_no_blas_threads() -> None:
