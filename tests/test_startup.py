@@ -206,7 +206,8 @@ def test_loading_the_cli_imports_nothing_heavy() -> None:
 
 def test_the_command_keeps_arrows_allocator_off_huge_pages() -> None:
     """mimalloc (pyarrow's allocator) reads its options when pyarrow loads: the command's set-up asks for
-    ordinary pages unless the environment says otherwise; ``import dsm`` changes nothing."""
+    ordinary pages unless the environment says otherwise or the command is a shuffled reshard; ``import
+    dsm`` changes nothing."""
     show = "import pyarrow as pa\npa.allocate_buffer(1 << 20)\n"
     env = {k: v for k, v in os.environ.items() if k != "MIMALLOC_ALLOW_THP"}
 
@@ -223,10 +224,15 @@ def test_the_command_keeps_arrows_allocator_off_huge_pages() -> None:
             pytest.skip("this pyarrow's allocator is not a mimalloc with the allow_thp option")
         return found.group(1)
 
-    cli = "from dsm.cli import _no_huge_pages_for_arrow\n_no_huge_pages_for_arrow()\n"
-    assert allow_thp(cli) == "0"
-    assert allow_thp("import dsm\n") == allow_thp("")
-    assert allow_thp(cli, MIMALLOC_ALLOW_THP="1") == "1"
+    def cli(*args: str) -> str:
+        return f"from dsm.cli import _no_huge_pages_for_arrow\n_no_huge_pages_for_arrow({list(args)!r})\n"
+
+    default = allow_thp("")
+    assert allow_thp(cli("reshard", "web@1", "out", "--num-shards", "8")) == "0"
+    assert allow_thp(cli("--debug", "convert-format", "web@1", "out", "--format", "jsonl")) == "0"
+    assert allow_thp(cli("reshard", "web@1", "out", "--num-shards", "8", "--shuffle")) == default
+    assert allow_thp(cli("verify", "web@1"), MIMALLOC_ALLOW_THP="1") == "1"
+    assert allow_thp("import dsm\n") == default
 
 
 def test_the_command_starts_no_blas_threads() -> None:
