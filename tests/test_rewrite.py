@@ -233,6 +233,7 @@ def test_worker_count_does_not_change_bytes(
     monkeypatch.setattr(execute, "workers_idle", lambda: True)
     two = reshard("web@1", str(tmp_path / "w2"), num_shards=5, workers=2, registry=registry_url, **extra)
     assert deepened == [execute.TAIL_AHEAD] * 5  # once for each file
+    check_published(two.contract, sample_table, registry_url, ordered=not shuffle)
     assert _checksums(one) == _checksums(two)
     for a, b in zip(one.contract.shards, two.contract.shards, strict=True):
         assert (tmp_path / "w1" / a.path).read_bytes() == (tmp_path / "w2" / b.path).read_bytes()
