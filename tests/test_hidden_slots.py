@@ -182,6 +182,13 @@ def test_a_placeholder_is_of_the_type_it_stands_in(kind: pa.DataType) -> None:
     value.validate(full=True)
 
 
+def _same_values(a: pa.Array, b: pa.Array) -> bool:
+    """Whether ``a`` and ``b`` hold the same values: Arrow's equality, or where it says no (it calls NaN
+    unequal to itself), the same values printed in full (NaN as nan; dates out of Python's range too)."""
+    every = {"window": 1 << 30, "container_window": 1 << 30}
+    return a.equals(b) or a.to_string(**every) == b.to_string(**every)
+
+
 @settings(max_examples=150, deadline=None)
 @given(data=st.data(), type_=any_types(), chunks=st.integers(0, 3))
 def test_a_chunked_column_is_one_array_of_its_values_and_a_single_chunk_is_not_copied(
@@ -190,7 +197,7 @@ def test_a_chunked_column_is_one_array_of_its_values_and_a_single_chunk_is_not_c
     column = pa.chunked_array([data.draw(arrays(type_)) for _ in range(chunks)], type=type_)
     one = whole(column)
     assert isinstance(one, pa.Array) and one.type == type_
-    assert one.equals(column.combine_chunks())
+    assert _same_values(one, column.combine_chunks())
     if chunks == 1:
         addresses = [[b and b.address for b in a.buffers()] for a in (one, column.chunk(0))]
         assert addresses[0] == addresses[1]
