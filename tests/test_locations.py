@@ -279,6 +279,29 @@ def test_the_claim_of_a_dead_process_is_stale(tmp_path: Path, small: pa.Table) -
     assert not (tmp_path / "out2" / CLAIM_FILE).exists()
 
 
+def test_a_claim_lost_in_a_race_names_the_winner_as_a_claim_found_held(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two processes read "no claim" at the same moment and both write theirs with a compare-and-swap: the
+    one that loses is told who won, in the words it would read had it come a moment later."""
+    import dsm.storage.lease as lease_module
+
+    dest = location(str(tmp_path / "out"))
+    winner = DestinationClaim(dest)
+    winner.owner = Owner(host="elsewhere", pid=4242, user="bob")
+    swap = lease_module.compare_and_swap
+
+    def after_the_winner(*args: Any, **kwargs: Any) -> None:
+        monkeypatch.setattr(lease_module, "compare_and_swap", swap)
+        winner.acquire()  # between the loser's read and its swap
+        swap(*args, **kwargs)
+
+    monkeypatch.setattr(lease_module, "compare_and_swap", after_the_winner)
+    with pytest.raises(ConflictError, match=r"another rewrite is writing .*out.*bob@elsewhere"):
+        DestinationClaim(dest).acquire()
+    assert winner.held
+
+
 def test_two_rewrites_at_once_one_writes_the_other_is_refused(tmp_path: Path, small: pa.Table) -> None:
     import subprocess
     import sys

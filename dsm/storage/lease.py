@@ -217,6 +217,9 @@ class Lease:
         try:
             compare_and_swap(self.loc, self.rel, raw, new)
         except ConflictError:
+            winner, _ = self.read()  # who took it first is named as when it is found held
+            if winner is not None and winner.token != self._token and winner.held(self._clock()):
+                raise ConflictError(self.busy(winner)) from None
             raise ConflictError(
                 f"{self.what} was locked by another process at the same moment; retry"
             ) from None
