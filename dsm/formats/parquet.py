@@ -34,6 +34,8 @@ __all__ = ["ParquetFormat"]
 _CODECS = ("none", "snappy", "gzip", "brotli", "zstd", "lz4")
 _MAX_BUFFERED_BYTES = 256 * 1024 * 1024  # a row group is cut early rather than hold more than this
 _GROUPS_AHEAD = 2  # row groups decoded at once where the file is read by offset (``_groups``; 1: one by one)
+_STREAM_BUFFER = 1 << 20
+"""Bytes of each column's stream buffer when a file on local disk is decoded (:func:`_reader`)."""
 
 
 def _runs(groups: Sequence[int], rows: Sequence[int], batch_rows: int) -> list[list[int]]:
@@ -204,8 +206,7 @@ class ParquetFormat(Format):
 
     def _open(self, file: IO[bytes], shard: str) -> pq.ParquetFile:
         try:
-            # Page CRCs are checked where the writer stored them (dsm's writer does).
-            return pq.ParquetFile(file, page_checksum_verification=True)
+            return _reader(file)
         except pa.ArrowException as exc:
             raise _unreadable(shard, exc) from None
         except OSError as exc:
@@ -399,7 +400,7 @@ class ParquetFormat(Format):
             try:
                 reader = readers.get(threading.get_ident())
                 if reader is None:  # the source stays open: it is the caller's
-                    reader = pq.ParquetFile(source, metadata=metadata, page_checksum_verification=True)
+                    reader = _reader(source, metadata)
                     readers[threading.get_ident()] = reader
                 batches.extend(batches_of(reader, run))
             except Exception as exc:  # handed over with the batches before it, raised where it is met
@@ -504,6 +505,27 @@ class _ParquetWriter(FormatWriter):
         if self._pending_rows:
             self._flush(everything=True)
         self._writer(self._schema.empty_table()).close()
+
+
+def _reader(file: IO[bytes], metadata: pq.FileMetaData | None = None) -> pq.ParquetFile:
+    """pyarrow's reader of ``file``, checking page CRCs where the writer stored them (dsm's writer does).
+
+    A file on local disk (pyarrow's own file) is read through a stream of :data:`_STREAM_BUFFER` bytes per
+    column, page by page, not by pyarrow's default of each row group's column chunks read whole before the
+    first page is decoded: a row group of 200,000 rows of text (140 MB stored, 0.5 GB decoded) made a
+    reader 100-120 MB larger, and a rewrite holds one per worker, while on files of small or numeric row
+    groups the two took the same time. Other files keep the default: on an object store the coalesced
+    reads are what keeps the requests few.
+    """
+    if isinstance(file, pa.OSFile):
+        return pq.ParquetFile(
+            file,
+            metadata=metadata,
+            page_checksum_verification=True,
+            pre_buffer=False,
+            buffer_size=_STREAM_BUFFER,
+        )
+    return pq.ParquetFile(file, metadata=metadata, page_checksum_verification=True)
 
 
 _DICTIONARY_SAMPLE_ROWS = 16_384
