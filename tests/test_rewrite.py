@@ -311,10 +311,10 @@ def test_corrupt_source_shard_stops_before_anything_is_written(
 def test_changed_row_fails_the_fingerprint_and_registers_nothing(
     tmp_path: Path, sample_table: pa.Table, registry_url: str, monkeypatch: Any
 ) -> None:
-    import dsm.rewrite.execute as execute
+    import dsm.rewrite.reading as reading
 
     _register(StorageRoot(kind="local", url=str(tmp_path / "store")), sample_table, registry_url)
-    real = execute.iter_range
+    real = reading.iter_range
 
     def tampered(*args: Any, **kwargs: Any) -> Any:
         for batch in real(*args, **kwargs):
@@ -323,7 +323,7 @@ def test_changed_row_fails_the_fingerprint_and_registers_nothing(
             index = batch.schema.get_field_index("score")
             yield batch.set_column(index, batch.schema.field(index), pa.array(scores, pa.float64()))
 
-    monkeypatch.setattr(execute, "iter_range", tampered)
+    monkeypatch.setattr(reading, "iter_range", tampered)
     # every shard has a changed row; which unit fails first depends on the workers' timing
     with pytest.raises(CheckFailed, match=r"differs from source shard part-0000\d\.parquet"):
         convert_format("web", str(tmp_path / "conv"), to="arrow", registry=registry_url)

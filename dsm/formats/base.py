@@ -82,6 +82,11 @@ class FormatWriter(ABC):
     def close(self) -> None:
         """Write any footer; does not close the underlying file object."""
 
+    def write_stored(self, group: Any) -> None:
+        """Write a piece of a source file as it is stored; only a Parquet writer takes one (a row group:
+        :mod:`dsm.formats._stored_groups`)."""
+        raise TypeError(f"a {type(self).__name__} writes batches only")
+
     def abort(self) -> None:
         """Give up on the file after a failure: write nothing more, not even a footer (the file is the
         caller's to discard), and leave nothing that would write later (a library's finaliser)."""
@@ -409,6 +414,9 @@ class _StoringWriter(FormatWriter):
         self._writer.write_batch(
             convert_batch(batch, self._storage.schema) if self._storage.converts else batch
         )
+
+    def write_stored(self, group: Any) -> None:
+        self._writer.write_stored(group)
 
     def close(self) -> None:
         self._writer.close()

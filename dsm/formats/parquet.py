@@ -26,6 +26,7 @@ from dsm.formats._common import (
     describe_exception,
     project_schema,
 )
+from dsm.formats._stored_groups import HoldingSink, StoredGroup, footer_with_groups
 from dsm.formats.base import DEFAULT_BATCH_ROWS, Format, FormatWriter
 from dsm.formats.index import ShardIndex
 
@@ -449,9 +450,13 @@ class _ParquetWriter(FormatWriter):
         self._pending_rows = 0
         self._pending_bytes = 0
         self._closed = False
-        self._sink = PositionTrackingSink(file)
+        self._sink = HoldingSink(PositionTrackingSink(file))
+        # One native stream for pyarrow's writer and for the groups written as stored: its position is
+        # where pyarrow places what it writes next.
+        self._native = pa.PythonFile(self._sink, mode="w")
         self._fmt = fmt
         self._opened: pq.ParquetWriter | None = None  # opened with the first rows (see _writer)
+        self._stored: list[list[Any]] = []  # the footer entries of the groups written as stored
 
     def _writer(self, first: pa.Table) -> pq.ParquetWriter:
         """pyarrow's writer, opened when the first rows are written: which columns are dictionary-encoded
@@ -459,7 +464,7 @@ class _ParquetWriter(FormatWriter):
         if self._opened is None:
             fmt = self._fmt
             self._opened = pq.ParquetWriter(
-                self._sink,
+                self._native,
                 self._schema,
                 compression=fmt.compression,
                 compression_level=fmt.compression_level,
@@ -498,13 +503,33 @@ class _ParquetWriter(FormatWriter):
         self._pending_rows = table.num_rows
         self._pending_bytes = table.nbytes
 
+    def write_stored(self, group: StoredGroup) -> None:
+        """Write a row group as stored (:mod:`dsm.formats._stored_groups`), after the rows written so far;
+        its rows were checked to be of this file's schema by whoever read it."""
+        if self._pending_rows:
+            self._flush(everything=True)
+        self._writer(self._schema.empty_table())
+        at = self._native.tell()
+        for chunk in group.chunks:
+            self._native.write(chunk)
+        self._stored.append(group.placed(at))
+
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         if self._pending_rows:
             self._flush(everything=True)
-        self._writer(self._schema.empty_table()).close()
+        writer = self._writer(self._schema.empty_table())
+        if not self._stored:
+            writer.close()
+            return
+        self._sink.hold()  # pyarrow's footer lists its own groups only: it is rewritten with the stored ones
+        writer.close()
+        held = self._sink.release()
+        length = int.from_bytes(held[-8:-4], "little")
+        self._sink.write(held[: len(held) - 8 - length])  # anything pyarrow wrote before its footer
+        self._sink.write(footer_with_groups(held[len(held) - 8 - length :], self._stored))
 
 
 def _reader(file: IO[bytes], metadata: pq.FileMetaData | None = None) -> pq.ParquetFile:

@@ -22,7 +22,7 @@ from collections import defaultdict
 from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -33,26 +33,24 @@ from dsm.arrow_types import take
 from dsm.contract import Contract, Shard
 from dsm.engine.ahead import ReadAhead
 from dsm.engine.base import workers_idle
-from dsm.errors import CheckFailed, FormatError, SchemaError
+from dsm.errors import CheckFailed
 from dsm.formats import DEFAULT_BATCH_ROWS, Format, contract_format, convert_batch
-from dsm.formats._common import describe_exception
 from dsm.formats.arrow import ArrowFormat
-from dsm.hashing.checksum import HashingWriter, algorithm_of, short_checksum
+from dsm.hashing.checksum import HashingWriter
 from dsm.hashing.fingerprint import RowDigest, digest_batch
 from dsm.hashing.permutation import Permutation
 from dsm.rewrite.chains import Unit, UnitChain
 from dsm.rewrite.journal import JOURNAL_DIR, Journal
 from dsm.rewrite.plan import OutputUnit, RewritePlan, ScatterUnit, SourceRange
-from dsm.shards import DescribedShard, describe_shard, iter_open_shard, iter_shard, read_once, shard_entry
+from dsm.rewrite.reading import Kept, read_range, short_rows
+from dsm.shards import DescribedShard, describe_shard, shard_entry
 from dsm.storage import Location, redact
 
 __all__ = [
     "POSITION_FIELD",
     "RewriteContext",
-    "SourceChanged",
     "copy_units",
     "gather_unit",
-    "iter_range",
     "scatter_units",
     "source_format",
     "spill_name",
@@ -104,6 +102,8 @@ class RewriteContext:
     """The fragment rows of the source shards that units split (:func:`~dsm.rewrite.chains.chain_units`)."""
     out_schema: pa.Schema | None = None
     """What the target format's files hold (``Format.storage``); the source's schema when None."""
+    keep_groups: bool = False
+    """Write source Parquet row groups as stored where they can be (:mod:`dsm.rewrite.reading`)."""
 
     @property
     def written_schema(self) -> pa.Schema:
@@ -136,96 +136,6 @@ def spill_name(index: int) -> str:
     return f"_scatter-{index:05d}.arrow"
 
 
-# --------------------------------------------------------------------------------------------- reading
-
-
-def iter_range(
-    loc: Location,
-    fmt: Format,
-    schema: pa.Schema,
-    rng: SourceRange,
-    batch_rows: int,
-    *,
-    check: Shard | None = None,
-) -> Iterator[pa.RecordBatch]:
-    """The rows of ``rng`` as batches of exactly ``schema``.
-
-    A whole shard streams through the format; a part starts where the format can start
-    (:meth:`Format.iter_batches_from`: the Parquet row group holding the first row, else the file's start)
-    and stops after the last row of the range. With ``check`` (the contract entry of a whole shard), the
-    shard is read once (:func:`~dsm.shards.read_once`) and its size and checksum are checked from the bytes
-    decoded: CheckFailed after the last batch (before the consumer can finish its output) if they differ.
-    """
-    if rng.whole and check is not None and check.checksum:
-        yield from _checked_shard(loc, fmt, schema, rng.shard, batch_rows, check)
-        return
-    if rng.whole:
-        yield from iter_shard(loc, rng.shard, fmt, schema=schema, batch_rows=batch_rows)
-        return
-    remaining = rng.stop - rng.start
-    if remaining <= 0:
-        return
-    with loc.open(rng.shard) as handle:
-        batches = fmt.iter_batches_from(
-            handle, shard=rng.shard, start_row=rng.start, schema=schema, batch_rows=batch_rows
-        )
-        try:
-            for batch, _ in batches:
-                if batch.num_rows > remaining:
-                    batch = batch.slice(0, remaining)
-                remaining -= batch.num_rows
-                yield batch
-                if remaining <= 0:
-                    return
-        except (FormatError, SchemaError):
-            raise
-        except (pa.ArrowException, ValueError, UnicodeDecodeError, EOFError) as exc:
-            raise FormatError(f"shard {rng.shard}: cannot be decoded: {describe_exception(exc)}") from None
-        finally:
-            batches.close()  # type: ignore[attr-defined]
-
-
-def _checked_shard(
-    loc: Location, fmt: Format, schema: pa.Schema, path: str, batch_rows: int, shard: Shard
-) -> Iterator[pa.RecordBatch]:
-    algorithm = algorithm_of(shard.checksum or "")
-    with read_once(loc, path, (algorithm,)) as opened:
-        if opened.size != shard.bytes:
-            raise _changed_source(path, f"{opened.size} bytes, expected {shard.bytes}")
-        handle: IO[bytes] = opened.file  # type: ignore[assignment]
-        try:
-            yield from iter_open_shard(handle, loc, path, fmt, schema=schema, batch_rows=batch_rows)
-        except Exception:
-            # Bytes that do not decode are first of all changed bytes, if the checksum says so.
-            if opened.finish()[algorithm] != shard.checksum:
-                raise _changed_source(path, "its bytes do not decode and their checksum differs") from None
-            raise
-        actual = opened.finish()[algorithm]
-    if actual != shard.checksum:
-        raise _changed_source(
-            path, f"checksum {short_checksum(actual)} expected {short_checksum(shard.checksum or '')}"
-        )
-
-
-class SourceChanged(CheckFailed):
-    """A source shard's size or checksum, checked by the read that copies it, differs from its contract."""
-
-
-def _changed_source(path: str, what: str) -> SourceChanged:
-    return SourceChanged(
-        f"shard {path}: corrupt: {what}: the source changed after registration; nothing was written (the "
-        "files this rewrite had written were removed); restore the shard or re-register the source"
-    )
-
-
-def _short_rows(what: str, got: int, expected: int, shards: Iterable[str]) -> CheckFailed:
-    names = ", ".join(sorted(set(shards)))
-    return CheckFailed(
-        f"{what}: read {got} rows from source shard(s) {names}, their contract says {expected}: the source "
-        "changed after registration; run `dsm verify --deep` on it"
-    )
-
-
 # --------------------------------------------------------------------------------------------- writing
 
 
@@ -240,18 +150,23 @@ class _Written:
 
 
 def _digested(
-    batches: Iterable[pa.RecordBatch], schema: pa.Schema, into: list[RowDigest]
-) -> Iterator[pa.RecordBatch]:
+    batches: Iterable[pa.RecordBatch | Kept], schema: pa.Schema, into: list[RowDigest]
+) -> Iterator[pa.RecordBatch | Kept]:
     """``batches`` converted exactly into ``schema`` (the types the target stores), adding each one's row
-    digest to ``into[0]``: the digest is of the values the writer is given."""
+    digest to ``into[0]``: the digest is of the values the writer is given (of a kept group, of its rows
+    decoded from the bytes the writer is given)."""
     for batch in batches:
+        if isinstance(batch, Kept):
+            into[0] = into[0] + batch.digest
+            yield batch
+            continue
         batch = convert_batch(batch, schema)
         into[0] = into[0] + digest_batch(batch)
         yield batch
 
 
 def _write_file(
-    dest: Location, path: str, fmt: Format, schema: pa.Schema, batches: Iterable[pa.RecordBatch]
+    dest: Location, path: str, fmt: Format, schema: pa.Schema, batches: Iterable[pa.RecordBatch | Kept]
 ) -> _Written:
     """Write ``batches`` as the file ``path`` (temporary name, renamed when complete).
 
@@ -276,7 +191,10 @@ def _write_file(
                 if not alone and workers_idle():
                     alone = True
                     ahead.deepen(TAIL_AHEAD)
-                writer.write_batch(batch)
+                if isinstance(batch, Kept):
+                    writer.write_stored(batch.group)
+                else:
+                    writer.write_batch(batch)
                 if count == 0:
                     _testing.writing(path)  # a test's worker-death point (dsm._testing)
             writer.close()
@@ -336,13 +254,14 @@ def _describe_output(ctx: RewriteContext, unit: OutputUnit, written: _Written) -
 class _RowStream:
     """One stream of batches cut into consecutive parts of given row counts (the units of a chain)."""
 
-    def __init__(self, batches: Iterator[pa.RecordBatch]) -> None:
+    def __init__(self, batches: Iterator[pa.RecordBatch | Kept]) -> None:
         self._batches = batches
         self._held: pa.RecordBatch | None = None
 
-    def take(self, rows: int | None) -> Iterator[pa.RecordBatch]:
+    def take(self, rows: int | None) -> Iterator[pa.RecordBatch | Kept]:
         """The next ``rows`` rows (fewer where the stream ends); ``None``: every row left, to the end of the
-        stream, so that checks that run after a shard's last batch (its checksum) run inside this part."""
+        stream, so that checks that run after a shard's last batch (its checksum) run inside this part. A
+        kept row group is never cut: it was kept because it lies whole in one part."""
         while rows is None or rows > 0:
             batch = self._held if self._held is not None else next(self._batches, None)
             self._held = None
@@ -350,6 +269,8 @@ class _RowStream:
                 return
             if rows is not None:
                 if batch.num_rows > rows:
+                    if isinstance(batch, Kept):
+                        raise RuntimeError("a row group kept as stored lies across two output files")
                     self._held, batch = batch.slice(rows), batch.slice(0, rows)
                 rows -= batch.num_rows
             yield batch
@@ -357,15 +278,20 @@ class _RowStream:
 
 def _chain_parts(
     ctx: RewriteContext, chain: UnitChain[Unit]
-) -> Iterator[tuple[Unit, Iterator[pa.RecordBatch]]]:
+) -> Iterator[tuple[Unit, Iterator[pa.RecordBatch | Kept]]]:
     """Each unit of ``chain`` with its rows, all cut from one pass over the chain's source ranges (see
-    :func:`~dsm.rewrite.chains.chain_units`); a unit's rows must be consumed before the next unit's."""
+    :func:`~dsm.rewrite.chains.chain_units`); a unit's rows must be consumed before the next unit's. With
+    ``ctx.keep_groups``, row groups that can be written as stored come as :class:`Kept`
+    (:func:`_keeping`)."""
+    ends = list(itertools.accumulate(unit.rows for unit in chain.units))
 
-    def batches() -> Generator[pa.RecordBatch, None, None]:
+    def batches() -> Generator[pa.RecordBatch | Kept, None, None]:
+        offset = 0  # of the range in the chain's stream of rows
         for rng in chain.ranges:
-            yield from iter_range(
-                ctx.source_loc, ctx.source_fmt, ctx.schema, rng, ctx.plan.batch_rows, check=ctx.check_of(rng)
-            )
+            length = rng.stop - rng.start
+            cuts = [end - offset + rng.start for end in ends if offset < end < offset + length]
+            yield from read_range(ctx, rng, cuts)
+            offset += length
 
     source = batches()
     stream = _RowStream(source)
@@ -383,7 +309,7 @@ def copy_units(ctx: RewriteContext, chain: UnitChain[OutputUnit]) -> list[Descri
     for unit, rows in _chain_parts(ctx, chain):
         written = _write_file(ctx.dest, unit.path, ctx.out_fmt, ctx.written_schema, rows)
         if written.digest.rows != unit.rows:
-            raise _short_rows(
+            raise short_rows(
                 f"output {unit.path}", written.digest.rows, unit.rows, (r.shard for r in unit.ranges)
             )
         described = _describe_output(ctx, unit, written)
@@ -400,7 +326,10 @@ def spill_schema(schema: pa.Schema) -> pa.Schema:
 
 def scatter_units(ctx: RewriteContext, chain: UnitChain[ScatterUnit]) -> list[dict[str, Any]]:
     """Shuffle pass 1 for a chain of source ranges, from one pass over them: each range's spill file."""
-    return [_scatter(ctx, unit, rows) for unit, rows in _chain_parts(ctx, chain)]
+    return [
+        _scatter(ctx, unit, cast(Iterator[pa.RecordBatch], rows))  # never kept groups: a shuffle decodes
+        for unit, rows in _chain_parts(ctx, chain)
+    ]
 
 
 def _scatter(ctx: RewriteContext, unit: ScatterUnit, source: Iterator[pa.RecordBatch]) -> dict[str, Any]:
@@ -440,7 +369,7 @@ def _scatter(ctx: RewriteContext, unit: ScatterUnit, source: Iterator[pa.RecordB
             pending.flush()
     rows = offset - unit.offset
     if rows != unit.stop - unit.start:
-        raise _short_rows(f"shuffle pass 1 of {unit.shard}", rows, unit.stop - unit.start, [unit.shard])
+        raise short_rows(f"shuffle pass 1 of {unit.shard}", rows, unit.stop - unit.start, [unit.shard])
     record = {"path": path, "bytes": sink.size, "checksum": sink.checksum, "rows": rows, "buckets": index}
     ctx.journal.record("scatter", unit.index, record)
     return record

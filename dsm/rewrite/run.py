@@ -31,7 +31,6 @@ from dsm.hashing.fingerprint import ALGORITHM
 from dsm.rewrite.chains import Unit, UnitChain, chain_units, read_whole, source_fragments
 from dsm.rewrite.execute import (
     RewriteContext,
-    SourceChanged,
     bucket_pieces,
     copy_units,
     digest_of,
@@ -42,6 +41,7 @@ from dsm.rewrite.execute import (
 )
 from dsm.rewrite.journal import DestinationClaim, Journal, is_journal_path, remove_spill, remove_temporaries
 from dsm.rewrite.plan import OutputUnit, RewritePlan, ScatterUnit, plan_rewrite
+from dsm.rewrite.reading import SourceChanged, keeps_stored_groups
 from dsm.rewrite.spec import RewriteSpec, estimate_rows_per_shard
 from dsm.shards import DescribedShard, contract_location, dataset_fingerprint
 from dsm.storage import Location, canonical_location, claimed_location, is_within, location, overlaps, redact
@@ -90,6 +90,8 @@ class PreparedRewrite:
     """The run's storage options: a spill folder an interrupted run recorded is opened with them."""
     out_schema: pa.Schema | None = None
     """What the target format's files hold (``Format.storage`` of ``schema``); ``schema`` when None."""
+    keep_groups: bool = False
+    """Source row groups may be written as stored (:func:`~dsm.rewrite.execute.keeps_stored_groups`)."""
 
     @property
     def contract_schema(self) -> Schema:
@@ -207,6 +209,9 @@ def prepare_rewrite(
         spill=spill,
         storage_options=dict(storage_options or {}),
         out_schema=storage.schema,
+        keep_groups=keeps_stored_groups(
+            src_fmt, out_fmt, src_loc, shuffle=spec.shuffle, given=spec.write_options()
+        ),
     )
 
 
@@ -311,6 +316,7 @@ def execute_rewrite(
             read_back=job.read_back,
             checked_in_read=in_read,
             fragments=fragments,
+            keep_groups=job.keep_groups,
         )
         _sweep(ctx)
         try:

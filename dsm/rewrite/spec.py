@@ -22,8 +22,8 @@ from dsm.contract import Contract
 from dsm.errors import InputError
 from dsm.formats import Format, get_format
 from dsm.hashing.permutation import SHUFFLE_ALGORITHM
-from dsm.rewrite.execute import iter_range
 from dsm.rewrite.plan import SourceRange, check_layout, row_group_rows
+from dsm.rewrite.reading import iter_range
 from dsm.storage import Location, canonical_location, overlaps
 
 __all__ = [

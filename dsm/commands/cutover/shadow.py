@@ -19,8 +19,9 @@ import pyarrow as pa
 from dsm.contract import Contract
 from dsm.errors import InputError
 from dsm.hashing.permutation import Permutation
-from dsm.rewrite.execute import iter_range, source_format
+from dsm.rewrite.execute import source_format
 from dsm.rewrite.plan import SourceRange
+from dsm.rewrite.reading import iter_range
 from dsm.storage import location
 
 __all__ = [

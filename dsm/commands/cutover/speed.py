@@ -16,8 +16,9 @@ from typing import Any
 from dsm.contract import Contract
 from dsm.formats import Format
 from dsm.hashing.fingerprint import digest_batch
-from dsm.rewrite.execute import iter_range, source_format
+from dsm.rewrite.execute import source_format
 from dsm.rewrite.plan import SourceRange
+from dsm.rewrite.reading import iter_range
 from dsm.storage import Location, location
 
 __all__ = ["PLAN_SAMPLE_NAME", "SampleSpeeds", "measure_sample"]

@@ -1,0 +1,352 @@
+"""Parquet row groups copied as stored: a group's column chunks taken from a source file byte for byte (each
+page given a CRC where it has none), placed in a file that dsm's writer is writing, and listed in that file's
+footer.
+
+A rewrite that keeps a group this way neither decodes it for the writer nor encodes and compresses it again
+(compression was most of a reshard's CPU). A group is kept only where nothing about it can differ from what
+the writer would make of the same rows, as far as a reader sees: the file's schema, as Parquet stores it,
+is the one dsm's writer stores for the target schema, element for element; every chunk is whole in the file
+(no other file, no encryption) with the codec asked for; its pages account for every value the footer
+declares. The rows of a kept group are digested by decoding the very bytes that are written (a file of
+that group alone, under the footer the written file gets), so the proof is of the written bytes.
+
+Structures, fields by their Parquet thrift ids: FileMetaData (2 schema, 3 num_rows, 4 row_groups), RowGroup
+(1 columns, 2 total_byte_size, 3 num_rows, 5 file_offset, 6 total_compressed_size, 7 ordinal), ColumnChunk
+(1 file_path, 2 file_offset, 3 meta_data, 4-7 page index, 8-9 encryption), ColumnMetaData (4 codec,
+5 num_values, 6 total_uncompressed_size, 7 total_compressed_size, 9 data_page_offset, 10 index_page_offset,
+11 dictionary_page_offset, 12 statistics, 14-15 bloom filter), PageHeader (1 type, 3 compressed_page_size,
+4 crc, 5 data page, 8 data page v2; the values of either at 1).
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import IO, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from dsm.errors import FormatError
+from dsm.formats._common import PositionTrackingSink
+from dsm.formats._thrift import (
+    I16,
+    I32,
+    I64,
+    LIST,
+    STRUCT,
+    Field,
+    Items,
+    ThriftError,
+    decode_struct,
+    encode_struct,
+    field,
+    value_of,
+    without,
+)
+
+__all__ = ["Footer", "HoldingSink", "StoredGroup", "footer_with_groups", "read_footer", "template_footer"]
+
+_DATA_PAGE, _DICTIONARY_PAGE, _DATA_PAGE_V2 = 0, 2, 3
+_MAGIC = b"PAR1"
+
+
+@dataclass(frozen=True)
+class Footer:
+    """A Parquet file's footer, decoded: the FileMetaData tree and its row groups."""
+
+    tree: list[Field]
+
+    @property
+    def schema(self) -> list[Any]:
+        return list(value_of(self.tree, 2).values)
+
+    @property
+    def row_groups(self) -> list[list[Field]]:
+        groups = value_of(self.tree, 4)
+        return [] if groups is None else list(groups.values)
+
+    @property
+    def encrypted(self) -> bool:
+        return field(self.tree, 8) is not None or field(self.tree, 9) is not None
+
+
+def _footer_of(data: bytes) -> Footer:
+    """The footer of a whole file in memory (``data``)."""
+    length = int.from_bytes(data[-8:-4], "little")
+    tree, end = decode_struct(data, len(data) - 8 - length)
+    if end != len(data) - 8:
+        raise ThriftError("the footer's length does not match its struct")
+    return _checked(tree)
+
+
+def _checked(tree: list[Field]) -> Footer:
+    """``tree`` as a Footer, if it has the shape of a FileMetaData: a schema (a list of structs), a row
+    count, and row groups (a list of structs) each with its columns (a list of structs) and row count;
+    ThriftError if not."""
+
+    def structs(value: Any) -> bool:
+        return isinstance(value, Items) and value.kind == LIST and value.type == STRUCT
+
+    groups = value_of(tree, 4)
+    if not structs(value_of(tree, 2)) or not isinstance(value_of(tree, 3), int):
+        raise ThriftError("not a Parquet footer (no schema or row count)")
+    if groups is not None and not (
+        structs(groups)
+        and all(structs(value_of(g, 1)) and isinstance(value_of(g, 3), int) for g in groups.values)
+    ):
+        raise ThriftError("not a Parquet footer (a row group without columns or rows)")
+    return Footer(tree)
+
+
+def read_footer(file: IO[bytes]) -> Footer:
+    """The footer of an open Parquet file (ThriftError or ValueError if there is none to decode)."""
+    file.seek(0, 2)
+    size = file.tell()
+    file.seek(max(0, size - 8))
+    tail = file.read(8)
+    length = int.from_bytes(tail[:4], "little")
+    if len(tail) < 8 or tail[4:] != _MAGIC or length + 12 > size:
+        raise ThriftError("no Parquet footer")
+    file.seek(size - 8 - length)
+    tree, end = decode_struct(file.read(length))
+    if end != length:
+        raise ThriftError("the footer's length does not match its struct")
+    return _checked(tree)
+
+
+@lru_cache(maxsize=32)
+def _template(schema: pa.Schema, compression: str) -> tuple[Footer, int]:
+    sink = pa.BufferOutputStream()
+    with pq.ParquetWriter(sink, schema, compression=compression, write_page_checksum=True):
+        pass
+    empty = _footer_of(sink.getvalue().to_pybytes())
+    probe = pa.BufferOutputStream()
+    pq.write_table(pa.table({"x": [1]}), probe, compression=compression)
+    group = _footer_of(probe.getvalue().to_pybytes()).row_groups[0]
+    codec = value_of(value_of(value_of(group, 1).values[0], 3), 4)
+    return empty, int(codec)
+
+
+def template_footer(schema: pa.Schema, compression: str) -> tuple[Footer, int]:
+    """The footer dsm's writer gives a file of ``schema`` (no row groups), and the thrift code of the codec
+    it writes for ``compression``: what a kept group's file must match."""
+    return _template(schema, compression)
+
+
+@dataclass(frozen=True)
+class StoredGroup:
+    """One row group's column chunks as they will be written (pages with CRCs), with what its footer entry
+    needs; :meth:`placed` gives that entry for where the chunks land."""
+
+    rows: int
+    chunks: tuple[bytes, ...]
+    columns: tuple[tuple[list[Field], list[Field], int | None, int, int], ...]
+    """Per chunk: its ColumnChunk and ColumnMetaData trees, and its dictionary page's and first data
+    page's offsets in the chunk, and the bytes its page headers grew by."""
+    group: list[Field]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(len(chunk) for chunk in self.chunks)
+
+    @classmethod
+    def read(
+        cls, file: IO[bytes], footer: Footer, index: int, codec: int, *, statistics: bool, where: str
+    ) -> StoredGroup | None:
+        """Row group ``index`` of ``file`` ready to be written as stored, or None where it cannot be kept
+        (it is then decoded and written again). A page whose CRC does not match is FormatError."""
+        group = footer.row_groups[index]
+        chunks, columns = [], []
+        for chunk_tree in value_of(group, 1).values:
+            meta = value_of(chunk_tree, 3)
+            if not isinstance(meta, list) or any(field(chunk_tree, i) is not None for i in (1, 8, 9)):
+                return None  # in another file, or encrypted
+            if value_of(meta, 4) != codec or (statistics and field(meta, 12) is None):
+                return None
+            start = value_of(meta, 11) or value_of(meta, 9)
+            length = value_of(meta, 7)
+            data_start = value_of(meta, 9)
+            if not all(isinstance(n, int) and n > 0 for n in (start, length, data_start)):
+                return None
+            data = _read_at(file, min(start, data_start), length)
+            if len(data) != length:
+                return None
+            paged = _with_crcs(data, where=f"{where} column {_path(meta)}")
+            if paged is None or paged[3] != value_of(meta, 5):
+                return None
+            body, dictionary, first_data, _values, grew = paged
+            chunks.append(body)
+            columns.append((chunk_tree, meta, dictionary, first_data, grew))
+        return cls(rows=int(value_of(group, 3)), chunks=tuple(chunks), columns=tuple(columns), group=group)
+
+    def placed(self, at: int) -> list[Field]:
+        """This group's RowGroup entry with its chunks written from offset ``at`` on, one after another."""
+        entries = []
+        position = at
+        grown = 0
+        for body, (chunk_tree, meta, dictionary, first_data, grew) in zip(
+            self.chunks, self.columns, strict=True
+        ):
+            edited = without(meta, 6, 7, 9, 10, 11, 14, 15)
+            edited += [
+                Field(6, I64, int(value_of(meta, 6)) + grew),
+                Field(7, I64, len(body)),
+                Field(9, I64, position + first_data),
+            ]
+            if dictionary is not None:
+                edited.append(Field(11, I64, position + dictionary))
+            edited.sort(key=lambda item: item.id)
+            kept = without(chunk_tree, 2, 3, 4, 5, 6, 7)
+            entries.append(sorted([*kept, Field(2, I64, 0), Field(3, STRUCT, edited)], key=lambda x: x.id))
+            position += len(body)
+            grown += grew
+        group = without(self.group, 1, 2, 5, 6, 7)
+        group += [
+            Field(1, LIST, Items(LIST, STRUCT, entries)),
+            Field(2, I64, int(value_of(self.group, 2) or 0) + grown),
+            Field(5, I64, at),
+            Field(6, I64, position - at),
+        ]
+        return sorted(group, key=lambda item: item.id)
+
+    def alone(self, template: Footer) -> bytes:
+        """A whole Parquet file of this group alone under ``template``'s schema and metadata: what a reader
+        of the written file decodes this group as."""
+        head = len(_MAGIC)
+        tree = without(template.tree, 3, 4)
+        tree += [
+            Field(3, I64, self.rows),
+            Field(4, LIST, Items(LIST, STRUCT, [_ordinal(self.placed(head), 0)])),
+        ]
+        footer = encode_struct(sorted(tree, key=lambda item: item.id))
+        return b"".join([_MAGIC, *self.chunks, footer, len(footer).to_bytes(4, "little"), _MAGIC])
+
+
+def _read_at(file: IO[bytes], offset: int, length: int) -> bytes:
+    """``length`` bytes at ``offset``: by a positional read where the file has one (pyarrow's own file, which
+    the decoder may be reading at the same time), else by seeking."""
+    read_at = getattr(file, "read_at", None)
+    if read_at is not None:
+        return bytes(read_at(length, offset))
+    file.seek(offset)
+    return file.read(length)
+
+
+def _path(meta: list[Field]) -> str:
+    names = value_of(meta, 3)
+    return ".".join(n.decode("utf-8", "replace") for n in names.values) if names is not None else "?"
+
+
+def _with_crcs(chunk: bytes, *, where: str) -> tuple[bytes, int | None, int, int, int] | None:
+    """The chunk's pages, each header given its page's CRC-32 (a CRC already there is checked), with the
+    offsets of its dictionary page and first data page, its values, and how many bytes the headers grew;
+    None if the pages do not fill the chunk exactly."""
+    out = bytearray()
+    position = values = 0
+    dictionary: int | None = None
+    first_data: int | None = None
+    try:
+        while position < len(chunk):
+            header, body = decode_struct(chunk, position)
+            size, kind = value_of(header, 3), value_of(header, 1)
+            if not isinstance(size, int) or size < 0 or body + size > len(chunk):
+                return None
+            page = chunk[body : body + size]
+            crc = zlib.crc32(page)
+            signed = crc - (1 << 32) if crc >= 1 << 31 else crc
+            stored = value_of(header, 4)
+            if stored is not None and stored != signed:
+                raise FormatError(f"{where}: a page's CRC does not match its bytes: the file is damaged")
+            if kind == _DICTIONARY_PAGE and dictionary is None and first_data is None:
+                dictionary = len(out)
+            elif kind in (_DATA_PAGE, _DATA_PAGE_V2):
+                if first_data is None:
+                    first_data = len(out)
+                values += int(value_of(value_of(header, 5 if kind == _DATA_PAGE else 8), 1))
+            header = sorted([*without(header, 4), Field(4, I32, signed)], key=lambda item: item.id)
+            out += encode_struct(header)
+            out += page
+            position = body + size
+    except (ThriftError, TypeError, AttributeError):
+        return None
+    if first_data is None:
+        return None
+    return bytes(out), dictionary, first_data, values, len(out) - len(chunk)
+
+
+def _ordinal(group: list[Field], ordinal: int) -> list[Field]:
+    return sorted([*without(group, 7), Field(7, I16, ordinal)], key=lambda item: item.id)
+
+
+def _start(group: list[Field]) -> int:
+    """Where a row group's first chunk starts (its ``file_offset``, else its first chunk's first page)."""
+    offset = value_of(group, 5)
+    if isinstance(offset, int) and offset > 0:
+        return offset
+    meta = value_of(value_of(group, 1).values[0], 3)
+    return int(value_of(meta, 11) or value_of(meta, 9))
+
+
+def footer_with_groups(written: bytes, stored: list[list[Field]]) -> bytes:
+    """The footer bytes (FileMetaData, length, magic) that pyarrow's writer ended a file with, listing also
+    the ``stored`` row groups (RowGroup entries already placed): every group in file order, renumbered."""
+    footer = _footer_of(_MAGIC + written)
+    groups = footer.row_groups + stored
+    groups.sort(key=_start)
+    rows = sum(int(value_of(group, 3)) for group in groups)
+    tree = without(footer.tree, 3, 4)
+    tree += [
+        Field(3, I64, rows),
+        Field(4, LIST, Items(LIST, STRUCT, [_ordinal(g, i) for i, g in enumerate(groups)])),
+    ]
+    encoded = encode_struct(sorted(tree, key=lambda item: item.id))
+    return encoded + len(encoded).to_bytes(4, "little") + _MAGIC
+
+
+class HoldingSink:
+    """A Parquet writer's sink, which holds what is written while :meth:`hold` is on instead of passing it
+    on: the footer pyarrow ends a file with, to be written again listing the stored groups too."""
+
+    def __init__(self, sink: PositionTrackingSink) -> None:
+        self._sink = sink
+        self._held: bytearray | None = None
+        self.closed = False
+
+    def hold(self) -> None:
+        self._held = bytearray()
+
+    def release(self) -> bytes:
+        held, self._held = bytes(self._held or b""), None
+        return held
+
+    def write(self, data: Any) -> int:
+        if self._held is not None:
+            view = memoryview(data)
+            self._held += view
+            return view.nbytes
+        return self._sink.write(data)
+
+    def tell(self) -> int:
+        return self._sink.tell() + (len(self._held) if self._held is not None else 0)
+
+    def abandon(self) -> None:
+        self._sink.abandon()
+
+    def flush(self) -> None:
+        self._sink.flush()
+
+    def close(self) -> None:
+        if not self.closed:
+            self.flush()
+            self.closed = True
+
+    def writable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return False
+
+    def seekable(self) -> bool:
+        return False

@@ -1,0 +1,333 @@
+"""Reading a rewrite's source: the rows of a range of a source shard, checked against the shard's contract
+entry by the read that copies them, and (Parquet to Parquet) the row groups that can be written as stored
+(:mod:`dsm.formats._stored_groups`) as :class:`Kept` items among the batches."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import IO, Any, Protocol, TypeVar, cast
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from dsm.contract import Shard
+from dsm.errors import CheckFailed, FormatError, SchemaError
+from dsm.formats import Format
+from dsm.formats._common import describe_exception
+from dsm.formats._stored_groups import Footer, StoredGroup, read_footer, template_footer
+from dsm.formats._thrift import ThriftError, value_of
+from dsm.formats.parquet import ParquetFormat
+from dsm.hashing.checksum import algorithm_of, short_checksum
+from dsm.hashing.fingerprint import RowDigest, digest_batch
+from dsm.rewrite.plan import ROW_GROUP_BYTES, RewritePlan, SourceRange
+from dsm.shards import iter_open_shard, iter_shard, open_shard, read_once
+from dsm.storage import Location
+
+__all__ = [
+    "KEPT_GROUP_BYTES",
+    "Kept",
+    "RewriteSource",
+    "SourceChanged",
+    "iter_range",
+    "keeps_stored_groups",
+    "read_range",
+    "short_rows",
+]
+
+_Item = TypeVar("_Item")
+
+
+class RewriteSource(Protocol):
+    """What reading a rewrite's source needs of its context (:class:`dsm.rewrite.execute.RewriteContext`)."""
+
+    source_loc: Location
+    source_fmt: Format
+    out_fmt: Format
+    schema: pa.Schema
+    plan: RewritePlan
+    keep_groups: bool
+
+    @property
+    def written_schema(self) -> pa.Schema: ...
+
+    def check_of(self, rng: SourceRange) -> Shard | None: ...
+
+
+KEPT_GROUP_BYTES = (ROW_GROUP_BYTES // 2, 2 * ROW_GROUP_BYTES)
+"""A Parquet source row group whose footer declares this many decoded bytes (inclusive), and that lies whole
+in one output file, is written as stored where :func:`keeps_stored_groups` allows: within a factor of two of
+the groups the writer makes, re-cutting it would change nothing a reader needs."""
+
+
+def iter_range(
+    loc: Location,
+    fmt: Format,
+    schema: pa.Schema,
+    rng: SourceRange,
+    batch_rows: int,
+    *,
+    check: Shard | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """The rows of ``rng`` as batches of exactly ``schema``.
+
+    A whole shard streams through the format; a part starts where the format can start
+    (:meth:`Format.iter_batches_from`: the Parquet row group holding the first row, else the file's start)
+    and stops after the last row of the range. With ``check`` (the contract entry of a whole shard), the
+    shard is read once (:func:`~dsm.shards.read_once`) and its size and checksum are checked from the bytes
+    decoded: CheckFailed after the last batch (before the consumer can finish its output) if they differ.
+    """
+    if rng.whole and check is not None and check.checksum:
+        yield from _checked_shard(
+            loc,
+            rng.shard,
+            check,
+            lambda handle: iter_open_shard(handle, loc, rng.shard, fmt, schema=schema, batch_rows=batch_rows),
+        )
+        return
+    if rng.whole:
+        yield from iter_shard(loc, rng.shard, fmt, schema=schema, batch_rows=batch_rows)
+        return
+    remaining = rng.stop - rng.start
+    if remaining <= 0:
+        return
+    with loc.open(rng.shard) as handle:
+        batches = fmt.iter_batches_from(
+            handle, shard=rng.shard, start_row=rng.start, schema=schema, batch_rows=batch_rows
+        )
+        try:
+            for batch, _ in batches:
+                if batch.num_rows > remaining:
+                    batch = batch.slice(0, remaining)
+                remaining -= batch.num_rows
+                yield batch
+                if remaining <= 0:
+                    return
+        except (FormatError, SchemaError):
+            raise
+        except (pa.ArrowException, ValueError, UnicodeDecodeError, EOFError) as exc:
+            raise FormatError(f"shard {rng.shard}: cannot be decoded: {describe_exception(exc)}") from None
+        finally:
+            batches.close()  # type: ignore[attr-defined]
+
+
+def _checked_shard(
+    loc: Location, path: str, shard: Shard, read: Callable[[IO[bytes]], Iterator[_Item]]
+) -> Iterator[_Item]:
+    """What ``read`` yields from the shard opened once, its size and checksum checked (:func:`iter_range`)."""
+    algorithm = algorithm_of(shard.checksum or "")
+    with read_once(loc, path, (algorithm,)) as opened:
+        if opened.size != shard.bytes:
+            raise _changed_source(path, f"{opened.size} bytes, expected {shard.bytes}")
+        handle: IO[bytes] = opened.file  # type: ignore[assignment]
+        try:
+            yield from read(handle)
+        except Exception:
+            # Bytes that do not decode are first of all changed bytes, if the checksum says so.
+            if opened.finish()[algorithm] != shard.checksum:
+                raise _changed_source(path, "its bytes do not decode and their checksum differs") from None
+            raise
+        actual = opened.finish()[algorithm]
+    if actual != shard.checksum:
+        raise _changed_source(
+            path, f"checksum {short_checksum(actual)} expected {short_checksum(shard.checksum or '')}"
+        )
+
+
+def keeps_stored_groups(
+    source_fmt: Format, out_fmt: Format, source: Location, *, shuffle: bool, given: Mapping[str, Any]
+) -> bool:
+    """Whether a rewrite may write source row groups as stored (:mod:`dsm.formats._stored_groups`):
+    Parquet to Parquet, in source order, from local disk (where reading a group's bytes by offset costs a
+    copy from the page cache), with the writer's defaults for what a stored group could not follow: no
+    ``row_group_size`` or ``compression_level`` given (``given``: the options asked), dictionaries and
+    statistics on. Which groups are kept is decided per group as the source is read (:func:`_keeping`)."""
+    return (
+        isinstance(source_fmt, ParquetFormat)
+        and isinstance(out_fmt, ParquetFormat)
+        and not shuffle
+        and source.is_local
+        and out_fmt.use_dictionary
+        and out_fmt.write_statistics
+        and not {"row_group_size", "compression_level"} & set(given)
+    )
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A source row group to be written as stored, and the digest of its rows, decoded from the bytes that
+    will be written (:meth:`StoredGroup.alone`)."""
+
+    group: StoredGroup
+    digest: RowDigest
+
+    @property
+    def num_rows(self) -> int:
+        return self.group.rows
+
+
+def read_range(ctx: RewriteSource, rng: SourceRange, cuts: Sequence[int]) -> Iterator[pa.RecordBatch | Kept]:
+    """The rows of ``rng`` as :func:`iter_range` gives them; with ``ctx.keep_groups``, each row group that
+    can be kept comes as one :class:`Kept` instead (:func:`_keeping`). ``cuts`` are the rows of the shard
+    where one output file ends and the next begins: a group across one is decoded."""
+    if not ctx.keep_groups or not _may_keep(ctx, rng, cuts):
+        yield from iter_range(
+            ctx.source_loc, ctx.source_fmt, ctx.schema, rng, ctx.plan.batch_rows, check=ctx.check_of(rng)
+        )
+        return
+    check = ctx.check_of(rng)
+    if check is not None and check.checksum:
+        yield from _checked_shard(
+            ctx.source_loc, rng.shard, check, lambda handle: _keeping(ctx, rng, cuts, handle)
+        )
+        return
+    with open_shard(ctx.source_loc, rng.shard) as handle:
+        yield from _keeping(ctx, rng, cuts, handle)
+
+
+def _may_keep(ctx: RewriteSource, rng: SourceRange, cuts: Sequence[int]) -> bool:
+    """Whether a row group of ``rng`` is of a size to keep, lies whole in one output file and is in a file
+    whose stored schema is the writer's: pyarrow's reading of the footer first (fast where a footer lists
+    thousands of small groups), then the footer's schema itself. A file that cannot be read says so to the
+    decoder."""
+    low, high = KEPT_GROUP_BYTES
+    try:
+        with open_shard(ctx.source_loc, rng.shard) as handle:
+            metadata = pq.read_metadata(handle)
+            row = 0
+            sized = False
+            for index in range(metadata.num_row_groups):
+                group = metadata.row_group(index)
+                start, row = row, row + group.num_rows
+                sized = sized or (
+                    _whole_in_one_file(start, row, rng, cuts) and low <= group.total_byte_size <= high
+                )
+            if not sized:
+                return False
+            return _groups_to_keep(ctx, rng, cuts, read_footer(handle))[1] != set()
+    except (OSError, ValueError, pa.ArrowException, ThriftError):
+        return False
+
+
+def _whole_in_one_file(start: int, stop: int, rng: SourceRange, cuts: Sequence[int]) -> bool:
+    return rng.start <= start and stop <= rng.stop and not any(start < cut < stop for cut in cuts)
+
+
+def _groups_to_keep(
+    ctx: RewriteSource, rng: SourceRange, cuts: Sequence[int], footer: Footer
+) -> tuple[list[tuple[int, int]], set[int]]:
+    """``(group, first row)`` of each row group holding rows of ``rng``, and those that may be kept: whole
+    in one output file, of :data:`KEPT_GROUP_BYTES`, in a file whose stored schema is the writer's."""
+    template, _ = template_footer(ctx.written_schema, str(cast(ParquetFormat, ctx.out_fmt).compression))
+    if footer.encrypted or footer.schema != template.schema:
+        return [], set()
+    low, high = KEPT_GROUP_BYTES
+    spans, keep = [], set()
+    row = 0
+    for index, group in enumerate(footer.row_groups):
+        rows = int(value_of(group, 3) or 0)
+        start, row = row, row + rows
+        if row <= rng.start or start >= rng.stop or rows == 0:
+            continue
+        spans.append((index, start))
+        if _whole_in_one_file(start, row, rng, cuts) and low <= int(value_of(group, 2) or 0) <= high:
+            keep.add(index)
+    return spans, keep
+
+
+def _keeping(
+    ctx: RewriteSource, rng: SourceRange, cuts: Sequence[int], handle: IO[bytes]
+) -> Iterator[pa.RecordBatch | Kept]:
+    """Walk the row groups that hold rows of ``rng`` (the footer read again, from the read that copies
+    them): each that may be kept (:func:`_groups_to_keep`) is read as stored, unless
+    :meth:`StoredGroup.read` finds it cannot be; runs of the others are decoded."""
+    template, codec = template_footer(ctx.written_schema, str(cast(ParquetFormat, ctx.out_fmt).compression))
+    try:
+        footer: Footer | None = read_footer(handle)
+    except (ThriftError, ValueError):
+        footer = None  # the decoder says what is wrong with the file
+    spans, keep = _groups_to_keep(ctx, rng, cuts, footer) if footer is not None else ([], set())
+    if footer is None or not keep:
+        yield from _decoded_groups(ctx, rng, handle, None, 0)
+        return
+    pending: list[int] = []
+    first_row = 0
+    for index, start in spans:
+        stored = None
+        if index in keep:
+            where = f"shard {rng.shard} row group {index}"
+            stored = StoredGroup.read(handle, footer, index, codec, statistics=True, where=where)
+        if stored is None:
+            if not pending:
+                first_row = start
+            pending.append(index)
+            continue
+        yield from _decoded_groups(ctx, rng, handle, pending, first_row)
+        pending = []
+        yield Kept(stored, _stored_digest(ctx, stored, template, f"{rng.shard} row group {index}"))
+    yield from _decoded_groups(ctx, rng, handle, pending, first_row)
+
+
+def _decoded_groups(
+    ctx: RewriteSource, rng: SourceRange, handle: IO[bytes], groups: list[int] | None, first_row: int
+) -> Iterator[pa.RecordBatch]:
+    """The rows of ``rng`` in the row ``groups`` given (consecutive, the first starting at shard row
+    ``first_row``; None: every group, from row 0)."""
+    if groups == []:
+        return
+    if groups is None and not rng.whole:  # a part of a file none of whose groups is kept: as usual
+        yield from iter_range(ctx.source_loc, ctx.source_fmt, ctx.schema, rng, ctx.plan.batch_rows)
+        return
+    batches = iter_open_shard(
+        handle,
+        ctx.source_loc,
+        rng.shard,
+        ctx.source_fmt,
+        schema=ctx.schema,
+        batch_rows=ctx.plan.batch_rows,
+        fragments=groups,
+    )
+    row = first_row
+    for batch in batches:
+        start, row = row, row + batch.num_rows
+        low, high = max(start, rng.start), min(row, rng.stop)
+        if high > low:
+            yield batch if (low, high) == (start, row) else batch.slice(low - start, high - low)
+        if row >= rng.stop:
+            return
+
+
+def _stored_digest(ctx: RewriteSource, stored: StoredGroup, template: Footer, where: str) -> RowDigest:
+    """The digest of a stored group's rows as a reader of the written file decodes them: its file alone,
+    under the footer the writer gives (``template``), decoded into the types the target stores and
+    checked as a source shard is."""
+    digest = RowDigest.empty()
+    for batch in ctx.source_fmt.iter_batches(
+        pa.BufferReader(stored.alone(template)),
+        shard=where,
+        schema=ctx.written_schema,
+        batch_rows=ctx.plan.batch_rows,
+    ):
+        digest = digest + digest_batch(batch)
+    if digest.rows != stored.rows:
+        raise FormatError(f"shard {where}: {digest.rows} rows decoded, its footer declares {stored.rows}")
+    return digest
+
+
+class SourceChanged(CheckFailed):
+    """A source shard's size or checksum, checked by the read that copies it, differs from its contract."""
+
+
+def _changed_source(path: str, what: str) -> SourceChanged:
+    return SourceChanged(
+        f"shard {path}: corrupt: {what}: the source changed after registration; nothing was written (the "
+        "files this rewrite had written were removed); restore the shard or re-register the source"
+    )
+
+
+def short_rows(what: str, got: int, expected: int, shards: Iterable[str]) -> CheckFailed:
+    names = ", ".join(sorted(set(shards)))
+    return CheckFailed(
+        f"{what}: read {got} rows from source shard(s) {names}, their contract says {expected}: the source "
+        "changed after registration; run `dsm verify --deep` on it"
+    )
