@@ -559,28 +559,31 @@ _DICTIONARY_MIN_VALUES = 1_024
 
 def _dictionary_columns(first: pa.Table) -> bool | list[str]:
     """What ``use_dictionary`` hands pyarrow's writer for one file: ``True`` (every column), or the
-    Parquet column paths to dictionary-encode, without each top-level column of numbers, instants or
-    decimals whose first rows (up to 16,384, at least 1,024 values) are more than a quarter distinct
-    values.
+    Parquet column paths to dictionary-encode, without each top-level column of numbers, instants,
+    decimals, text or bytes whose first values (of numbers, up to 16,384 rows; of text or bytes, the first
+    2,048 rows; at least 1,024 values either way) are more than a quarter distinct.
 
     pyarrow dictionary-encodes a column until its dictionary outgrows 1 MiB: a chunk of mostly distinct
     numbers is hashed whole into a dictionary almost as large as the values, which made it the largest
     single cost of writing numeric columns (a third of a shuffled reshard of 48 numeric columns; on a file
     of 28 float columns about half distinct, encoding took 1.84 CPU-s instead of 2.87, and the zstd file
-    was 1.6% larger). The choice depends on the file's first rows only, so the same rows give the same
-    bytes.
+    was 1.6% larger). Text of distinct values fills the 1 MiB sooner but does so in every row group, and
+    the dictionary page and indices are then written besides the values. The choice depends on the file's
+    first rows only, so the same rows give the same bytes.
     """
     sample = first.slice(0, _DICTIONARY_SAMPLE_ROWS)
     plain = set()
     for field, column in zip(sample.schema, sample.columns, strict=True):
         kind = field.type
-        if not (
+        if _is_text(kind):
+            column = column.slice(0, 2 * _DICTIONARY_MIN_VALUES)  # a few texts hashed, not 16,384
+        elif not (
             pa.types.is_integer(kind)
             or pa.types.is_floating(kind)
             or pa.types.is_temporal(kind)
             or pa.types.is_decimal(kind)
         ):
-            continue  # text: pyarrow's 1 MiB dictionary limit is met soon; counting it would copy it
+            continue
         values = len(column) - column.null_count
         if values >= _DICTIONARY_MIN_VALUES and pc.count_distinct(column).as_py() * 4 > values:
             plain.add(field.name)
@@ -588,6 +591,18 @@ def _dictionary_columns(first: pa.Table) -> bool | list[str]:
         return True
     paths = _column_paths(first.schema)
     return [path for path in paths if path not in plain]
+
+
+def _is_text(kind: pa.DataType) -> bool:
+    return (
+        pa.types.is_string(kind)
+        or pa.types.is_large_string(kind)
+        or pa.types.is_string_view(kind)
+        or pa.types.is_binary(kind)
+        or pa.types.is_large_binary(kind)
+        or pa.types.is_binary_view(kind)
+        or pa.types.is_fixed_size_binary(kind)
+    )
 
 
 def _column_paths(schema: pa.Schema) -> list[str]:

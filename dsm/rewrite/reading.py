@@ -91,7 +91,7 @@ def iter_range(
     remaining = rng.stop - rng.start
     if remaining <= 0:
         return
-    with loc.open(rng.shard) as handle:
+    with open_shard(loc, rng.shard) as handle:
         batches = fmt.iter_batches_from(
             handle, shard=rng.shard, start_row=rng.start, schema=schema, batch_rows=batch_rows
         )

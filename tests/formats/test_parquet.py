@@ -87,8 +87,8 @@ def _dictionary_pages(path: Path) -> dict[str, bool]:
 
 
 def test_use_dictionary_leaves_out_the_columns_of_mostly_distinct_values(tmp_path: Path) -> None:
-    """A column of mostly distinct numbers or instants is written plain (a dictionary as large as its
-    values costs the hashing of every value and saves nothing); repeated values, text, nested leaves and
+    """A column of mostly distinct numbers, instants, text or bytes is written plain (a dictionary as large
+    as its values costs the hashing of every value and saves nothing); repeated values, nested leaves and
     small files keep pyarrow's choice; the choice depends on the rows, not on how they came in batches."""
     rows = 5000
     rng = np.random.default_rng(3)
@@ -98,7 +98,9 @@ def test_use_dictionary_leaves_out_the_columns_of_mostly_distinct_values(tmp_pat
             "score": pa.array(rng.random(rows)),
             "at": pa.array(np.arange(rows) * 1_000_000, pa.timestamp("us", "UTC")),
             "text": pa.array([f"row {i} of many" for i in range(rows)]),
+            "blob": pa.array([i.to_bytes(4, "little") for i in range(rows)], pa.binary()),
             "label": pa.array(rng.choice(["cat", "dog", "fish"], rows)),
+            "later": pa.array(["same"] * 2048 + [f"t{i}" for i in range(rows - 2048)]),  # judged by the first
             "bucket": pa.array(rng.integers(0, 100, rows)),
             "half": pa.array(np.arange(rows) // 2),  # half distinct: plain
             "quarter": pa.array(np.arange(rows) // 4),  # exactly a quarter distinct: a dictionary
@@ -110,8 +112,10 @@ def test_use_dictionary_leaves_out_the_columns_of_mostly_distinct_values(tmp_pat
         "id": False,
         "score": False,
         "at": False,
-        "text": True,
+        "text": False,
+        "blob": False,
         "label": True,
+        "later": True,
         "bucket": True,
         "half": False,
         "quarter": True,
@@ -132,6 +136,8 @@ def test_use_dictionary_leaves_out_the_columns_of_mostly_distinct_values(tmp_pat
 
 
 _PLAIN_CANDIDATES = [
+    pa.string(),
+    pa.binary(),
     pa.int8(),
     pa.int64(),
     pa.uint32(),
@@ -173,6 +179,8 @@ def test_files_written_with_either_dictionary_choice_are_published_verified(
         mask = (codes % 7 == 0) if nulls else None
         if pa.types.is_decimal(kind):
             column = pa.array([decimal.Decimal(int(c)).scaleb(-3) for c in codes], kind)
+        elif kind in (pa.string(), pa.binary()):
+            column = pa.array([f"value {c}" for c in codes]).cast(kind)
         elif pa.types.is_floating(kind):
             column = pa.array(codes * 0.5).cast(kind)
         elif pa.types.is_date(kind):
