@@ -69,22 +69,36 @@ class PositionTrackingSink:
         self._position = 0
         self.closed = False
         self._abandoned = False
+        self._held: bytearray | None = None
 
     def abandon(self) -> None:
         """Drop whatever is written from now on: a writer given up on (its file is about to be removed)
         still flushes when it is collected, into a file its owner may have closed."""
         self._abandoned = True
 
+    def hold(self) -> None:
+        """Keep what is written from now on instead of passing it on, until :meth:`release`: a footer to
+        be edited before it is written (:mod:`dsm.formats._stored_groups`)."""
+        self._held = bytearray()
+
+    def release(self) -> bytes:
+        """What was written since :meth:`hold`; writes pass on again."""
+        held, self._held = bytes(self._held or b""), None
+        return held
+
     def write(self, data: Any) -> int:
         view = memoryview(data)
         if self._abandoned:
+            return view.nbytes
+        if self._held is not None:
+            self._held += view
             return view.nbytes
         self._raw.write(view)  # type: ignore[arg-type]
         self._position += view.nbytes
         return view.nbytes
 
     def tell(self) -> int:
-        return self._position
+        return self._position + (len(self._held) if self._held is not None else 0)
 
     def flush(self) -> None:
         flush = getattr(self._raw, "flush", None)

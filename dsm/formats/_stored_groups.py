@@ -29,7 +29,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dsm.errors import FormatError
-from dsm.formats._common import PositionTrackingSink
 from dsm.formats._thrift import (
     I16,
     I32,
@@ -46,7 +45,7 @@ from dsm.formats._thrift import (
     without,
 )
 
-__all__ = ["Footer", "HoldingSink", "StoredGroup", "footer_with_groups", "read_footer", "template_footer"]
+__all__ = ["Footer", "StoredGroup", "footer_with_groups", "read_footer", "template_footer"]
 
 _DATA_PAGE, _DICTIONARY_PAGE, _DATA_PAGE_V2 = 0, 2, 3
 _MAGIC = b"PAR1"
@@ -303,50 +302,3 @@ def footer_with_groups(written: bytes, stored: list[list[Field]]) -> bytes:
     ]
     encoded = encode_struct(sorted(tree, key=lambda item: item.id))
     return encoded + len(encoded).to_bytes(4, "little") + _MAGIC
-
-
-class HoldingSink:
-    """A Parquet writer's sink, which holds what is written while :meth:`hold` is on instead of passing it
-    on: the footer pyarrow ends a file with, to be written again listing the stored groups too."""
-
-    def __init__(self, sink: PositionTrackingSink) -> None:
-        self._sink = sink
-        self._held: bytearray | None = None
-        self.closed = False
-
-    def hold(self) -> None:
-        self._held = bytearray()
-
-    def release(self) -> bytes:
-        held, self._held = bytes(self._held or b""), None
-        return held
-
-    def write(self, data: Any) -> int:
-        if self._held is not None:
-            view = memoryview(data)
-            self._held += view
-            return view.nbytes
-        return self._sink.write(data)
-
-    def tell(self) -> int:
-        return self._sink.tell() + (len(self._held) if self._held is not None else 0)
-
-    def abandon(self) -> None:
-        self._sink.abandon()
-
-    def flush(self) -> None:
-        self._sink.flush()
-
-    def close(self) -> None:
-        if not self.closed:
-            self.flush()
-            self.closed = True
-
-    def writable(self) -> bool:
-        return True
-
-    def readable(self) -> bool:
-        return False
-
-    def seekable(self) -> bool:
-        return False

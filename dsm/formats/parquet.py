@@ -26,7 +26,7 @@ from dsm.formats._common import (
     describe_exception,
     project_schema,
 )
-from dsm.formats._stored_groups import HoldingSink, StoredGroup, footer_with_groups
+from dsm.formats._stored_groups import StoredGroup, footer_with_groups
 from dsm.formats.base import DEFAULT_BATCH_ROWS, Format, FormatWriter
 from dsm.formats.index import ShardIndex
 
@@ -450,7 +450,7 @@ class _ParquetWriter(FormatWriter):
         self._pending_rows = 0
         self._pending_bytes = 0
         self._closed = False
-        self._sink = HoldingSink(PositionTrackingSink(file))
+        self._sink = PositionTrackingSink(file)
         # One native stream for pyarrow's writer and for the groups written as stored: its position is
         # where pyarrow places what it writes next.
         self._native = pa.PythonFile(self._sink, mode="w")
