@@ -169,6 +169,8 @@ class StoredGroup:
             data_start = value_of(meta, 9)
             if not all(isinstance(n, int) and n > 0 for n in (start, length, data_start)):
                 return None
+            if not isinstance(value_of(meta, 6), int):
+                return None  # no uncompressed size to carry over
             data = _read_at(file, min(start, data_start), length)
             if len(data) != length:
                 return None

@@ -515,6 +515,11 @@ def test_a_chunk_whose_pages_do_not_fill_it_is_not_kept() -> None:
     assert _kept(edited(5, -1), 0, "none") is None  # num_values one short of the pages'
     assert _kept(edited(7, -1), 0, "none") is None  # total_compressed_size cuts the last page
     assert _kept(edited(7, 1), 0, "none") is None  # or takes in a byte of the next chunk
+    tree = copy.deepcopy(footer)
+    meta = value_of(value_of(value_of(tree, 4).values[0], 1).values[0], 3)
+    meta[:] = [f for f in meta if f.id != 6]  # no total_uncompressed_size: nothing to carry over
+    encoded = encode_struct(tree)
+    assert _kept(source[:start] + encoded + len(encoded).to_bytes(4, "little") + b"PAR1", 0, "none") is None
 
 
 def test_a_file_of_stored_groups_alone_is_a_file() -> None:
