@@ -19,7 +19,7 @@ from unittest import mock
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, assume, event, given, settings
+from hypothesis import HealthCheck, assume, event, example, given, settings
 from hypothesis import strategies as st
 
 import dsm
@@ -112,6 +112,27 @@ def _every_page_has_a_crc(path: Path) -> bool:
     workers=st.sampled_from([1, 2]),
     read_back=st.booleans(),
 )
+@example(  # a file pyarrow writes and cannot read: assumed away, not taken for a failure of dsm
+    table=pa.table(
+        {
+            "a": pa.array(
+                [None],
+                pa.struct(
+                    [pa.field("id", pa.list_(pa.field("item", pa.binary(1), nullable=False), 1), False)]
+                ),
+            )
+        }
+    ),
+    shards=1,
+    group_rows=7,
+    compression="none",
+    page_version="1.0",
+    dictionary=False,
+    checksums=False,
+    layout={},
+    workers=1,
+    read_back=True,
+)
 def test_generated_rewrites_keeping_stored_groups_publish_what_they_read(
     table: pa.Table,
     shards: int,
@@ -139,6 +160,11 @@ def test_generated_rewrites_keeping_stored_groups_publish_what_they_read(
                 use_dictionary=dictionary,
                 write_page_checksum=checksums,
             )
+        except (pa.ArrowException, ValueError):
+            assume(False)
+        try:  # pyarrow writes some files it cannot read (a null struct over a fixed-size list: 26.0.1)
+            for path in (root / "source").glob("*.parquet"):
+                pq.read_table(path)
         except (pa.ArrowException, ValueError):
             assume(False)
         try:
