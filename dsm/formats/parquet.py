@@ -24,6 +24,8 @@ from dsm.formats._common import (
     checked_ahead,
     conform_batch,
     describe_exception,
+    is_binary_like,
+    is_string_like,
     project_schema,
 )
 from dsm.formats._stored_groups import StoredGroup, footer_with_groups
@@ -575,7 +577,7 @@ def _dictionary_columns(first: pa.Table) -> bool | list[str]:
     plain = set()
     for field, column in zip(sample.schema, sample.columns, strict=True):
         kind = field.type
-        if _is_text(kind):
+        if is_string_like(kind) or is_binary_like(kind):  # views are stored as these (stored_type)
             column = column.slice(0, 2 * _DICTIONARY_MIN_VALUES)  # a few texts hashed, not 16,384
         elif not (
             pa.types.is_integer(kind)
@@ -591,18 +593,6 @@ def _dictionary_columns(first: pa.Table) -> bool | list[str]:
         return True
     paths = _column_paths(first.schema)
     return [path for path in paths if path not in plain]
-
-
-def _is_text(kind: pa.DataType) -> bool:
-    return (
-        pa.types.is_string(kind)
-        or pa.types.is_large_string(kind)
-        or pa.types.is_string_view(kind)
-        or pa.types.is_binary(kind)
-        or pa.types.is_large_binary(kind)
-        or pa.types.is_binary_view(kind)
-        or pa.types.is_fixed_size_binary(kind)
-    )
 
 
 def _column_paths(schema: pa.Schema) -> list[str]:
