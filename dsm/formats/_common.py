@@ -38,6 +38,7 @@ __all__ = [
     "is_binary_like",
     "is_codec_error",
     "is_string_like",
+    "native_sink",
     "open_input_stream",
     "open_output_stream",
     "project_schema",
@@ -184,6 +185,20 @@ def open_output_stream(sink: PositionTrackingSink, compression: str | None) -> A
     if compression is None:
         return sink
     return pa.CompressedOutputStream(pa.PythonFile(sink, mode="w"), compression)
+
+
+NATIVE_WRITE_BUFFER = 1 << 20
+"""Bytes an Arrow writer's stream gathers before it writes them to its Python file."""
+
+
+def native_sink(sink: PositionTrackingSink) -> pa.NativeFile:
+    """``sink`` as an Arrow stream that passes writes on in pieces of :data:`NATIVE_WRITE_BUFFER` bytes (a
+    larger write passes whole). Arrow's writers write each buffer of a record batch, each page header and
+    each page as a write of its own, and every write into a Python file takes the GIL and makes a system
+    call: a shuffle's pass 1 wrote its spill files in 81,900 writes for 0.5 GB of numeric rows, and the
+    worker threads waited on one another for the GIL. ``close`` flushes, and closes ``sink``, which only
+    flushes: the file under it stays open."""
+    return pa.BufferedOutputStream(pa.PythonFile(sink, mode="w"), NATIVE_WRITE_BUFFER)
 
 
 def read_span(file: IO[bytes], start: int, end: int, compression: str | None) -> bytes:

@@ -22,6 +22,7 @@ from dsm.formats._common import (
     checked_ahead,
     conform_batch,
     describe_exception,
+    native_sink,
     project_schema,
     slice_batches,
 )
@@ -348,7 +349,8 @@ class _ArrowWriter(FormatWriter):
         self._closed = False
         options = ipc.IpcWriteOptions(compression=compression, emit_dictionary_deltas=True)
         self._sink = PositionTrackingSink(file)
-        self._writer = ipc.new_file(self._sink, schema, options=options)
+        self._stream = native_sink(self._sink)
+        self._writer = ipc.new_file(self._stream, schema, options=options)
         self._unifiers = {
             i: _DictionaryUnifier(field.type)
             for i, field in enumerate(schema)
@@ -369,6 +371,7 @@ class _ArrowWriter(FormatWriter):
         if not self._closed:
             self._closed = True
             self._writer.close()
+            self._stream.close()
 
 
 # Arrow IPC file layout: the footer (a flatbuffer) lists each record batch as a Block {offset: int64,

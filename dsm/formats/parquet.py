@@ -26,6 +26,7 @@ from dsm.formats._common import (
     describe_exception,
     is_binary_like,
     is_string_like,
+    native_sink,
     project_schema,
 )
 from dsm.formats._stored_groups import StoredGroup, footer_with_groups
@@ -455,7 +456,7 @@ class _ParquetWriter(FormatWriter):
         self._sink = PositionTrackingSink(file)
         # One native stream for pyarrow's writer and for the groups written as stored: its position is
         # where pyarrow places what it writes next.
-        self._native = pa.PythonFile(self._sink, mode="w")
+        self._native = native_sink(self._sink)
         self._fmt = fmt
         self._opened: pq.ParquetWriter | None = None  # opened with the first rows (see _writer)
         self._stored: list[list[Any]] = []  # the footer entries of the groups written as stored
@@ -477,7 +478,9 @@ class _ParquetWriter(FormatWriter):
         return self._opened
 
     def abort(self) -> None:
-        # pyarrow's writer closes itself when collected, writing a footer into a file that is gone.
+        # pyarrow's writer closes itself when collected, writing a footer into a file that is gone, and the
+        # native stream flushes what it holds: neither may reach the file.
+        super().abort()
         self._pending.clear()
         self._closed = True
         if self._opened is not None:
@@ -525,13 +528,17 @@ class _ParquetWriter(FormatWriter):
         writer = self._writer(self._schema.empty_table())
         if not self._stored:
             writer.close()
+            self._native.close()
             return
+        self._native.flush()
         self._sink.hold()  # pyarrow's footer lists its own groups only: it is rewritten with the stored ones
         writer.close()
+        self._native.flush()
         held = self._sink.release()
         length = int.from_bytes(held[-8:-4], "little")
         self._sink.write(held[: len(held) - 8 - length])  # anything pyarrow wrote before its footer
         self._sink.write(footer_with_groups(held[len(held) - 8 - length :], self._stored))
+        self._native.close()
 
 
 def _reader(file: IO[bytes], metadata: pq.FileMetaData | None = None) -> pq.ParquetFile:
