@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 import io
 import itertools
-import math
 import zlib
 from collections import Counter
 from pathlib import Path
@@ -38,7 +37,7 @@ from dsm.formats._thrift import (
 )
 from dsm.formats.parquet import ParquetFormat
 from dsm.hashing.fingerprint import RowDigest, digest_batch
-from tests.strategies import arrow_types, schemas, tables
+from tests.strategies import arrow_types, nulls_under_null_parents, schemas, tables
 
 OUTCOMES: Counter[str] = Counter()
 """What became of the generated examples: assumed away (pyarrow cannot write the table, dsm cannot store its
@@ -67,33 +66,22 @@ def _converted(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_batches([convert_batch(b, schema) for b in table.to_batches()], schema=schema)
 
 
-_NAN = object()
-
-
-def _plain(value: Any) -> Any:
-    """A row value as Python compares it, NaN made equal to NaN (Arrow's equality says no to NaN)."""
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, float) and math.isnan(value):
-        return _NAN
-    return value
-
-
 def _same_rows(a: pa.Table, b: pa.Table) -> bool:
     """The same columns of the same rows: Arrow's equality, or where it says no (NaN is not equal to
-    itself there), the rows' values compared with NaN equal to NaN. A slot under a null parent is no
-    value of a row (a writer may leave anything there) and is not compared; ``tests/test_hidden_slots.py``
-    is where what dsm puts in those slots is pinned."""
+    itself there), the values printed in full (as ``tests/test_hidden_slots.py`` compares), each slot
+    under a null parent made null first: it is no value of a row (pyarrow's writer and dsm's fill it
+    differently), and ``tests/test_hidden_slots.py`` is where what dsm puts there is pinned. Printed, not
+    converted to Python: a timestamp may lie outside Python's years."""
     if a.num_rows != b.num_rows or not a.schema.equals(b.schema):
         return False
     if a.equals(b):
         return True
-    return all(
-        x.equals(y) or _plain(x.to_pylist()) == _plain(y.to_pylist())
-        for x, y in zip(a.columns, b.columns, strict=True)
-    )
+    every = {"window": 1 << 30, "container_window": 1 << 30, "element_size_limit": 1 << 30}
+    for x, y in zip(a.columns, b.columns, strict=True):
+        x, y = nulls_under_null_parents(x.combine_chunks()), nulls_under_null_parents(y.combine_chunks())
+        if not (x.equals(y) or x.to_string(**every) == y.to_string(**every)):
+            return False
+    return True
 
 
 def _footer_of(data: bytes) -> Footer:
