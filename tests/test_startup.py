@@ -204,14 +204,15 @@ def test_loading_the_cli_imports_nothing_heavy() -> None:
     assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
 
 
-def test_the_command_keeps_arrows_allocator_off_huge_pages() -> None:
+def test_the_command_sets_arrows_allocator_for_bulk_work() -> None:
     """mimalloc (pyarrow's allocator) reads its options when pyarrow loads: the command's set-up asks for
-    ordinary pages unless the environment says otherwise or the command is a shuffled reshard; ``import
-    dsm`` changes nothing."""
+    ordinary pages unless the command is a shuffled reshard, and keeps freed pages unless the command is a
+    viewer that stays up; the environment's own settings win; ``import dsm`` changes nothing."""
     show = "import pyarrow as pa\npa.allocate_buffer(1 << 20)\n"
-    env = {k: v for k, v in os.environ.items() if k != "MIMALLOC_ALLOW_THP"}
+    names = ("MIMALLOC_ALLOW_THP", "MIMALLOC_PURGE_DELAY")
+    env = {k: v for k, v in os.environ.items() if k not in names}
 
-    def allow_thp(prelude: str, **extra: str) -> str:
+    def options(prelude: str, **extra: str) -> tuple[str, str]:
         run = subprocess.run(
             [sys.executable, "-c", prelude + show],
             env={**env, "MIMALLOC_VERBOSE": "1", **extra},
@@ -219,20 +220,23 @@ def test_the_command_keeps_arrows_allocator_off_huge_pages() -> None:
             text=True,
         )
         assert run.returncode == 0, run.stderr
-        found = re.search(r"option 'allow_thp': (\d+)", run.stderr)
-        if found is None:
-            pytest.skip("this pyarrow's allocator is not a mimalloc with the allow_thp option")
-        return found.group(1)
+        found = [re.search(rf"option '{name}': (-?\d+)", run.stderr) for name in ("allow_thp", "purge_delay")]
+        if None in found:
+            pytest.skip("this pyarrow's allocator is not a mimalloc with these options")
+        return found[0].group(1), found[1].group(1)  # type: ignore[union-attr]
 
     def cli(*args: str) -> str:
-        return f"from dsm.cli import _no_huge_pages_for_arrow\n_no_huge_pages_for_arrow({list(args)!r})\n"
+        return f"from dsm.cli import _arrow_allocator_for_bulk_work as set_up\nset_up({list(args)!r})\n"
 
-    default = allow_thp("")
-    assert allow_thp(cli("reshard", "web@1", "out", "--num-shards", "8")) == "0"
-    assert allow_thp(cli("--debug", "convert-format", "web@1", "out", "--format", "jsonl")) == "0"
-    assert allow_thp(cli("reshard", "web@1", "out", "--num-shards", "8", "--shuffle")) == default
-    assert allow_thp(cli("verify", "web@1"), MIMALLOC_ALLOW_THP="1") == "1"
-    assert allow_thp("import dsm\n") == default
+    thp, delay = options("")
+    assert delay != "-1"  # what the command changes is not mimalloc's own default
+    assert options(cli("reshard", "web@1", "out", "--num-shards", "8")) == ("0", "-1")
+    assert options(cli("--debug", "convert-format", "web@1", "out", "--format", "jsonl")) == ("0", "-1")
+    assert options(cli("reshard", "web@1", "out", "--num-shards", "8", "--shuffle")) == (thp, "-1")
+    assert options(cli("verify", "web@1"), MIMALLOC_ALLOW_THP="1", MIMALLOC_PURGE_DELAY="250") == ("1", "250")
+    assert options(cli("serve", "--port", "0")) == ("0", delay)
+    assert options(cli("--debug", "view", "web@1")) == ("0", delay)
+    assert options("import dsm\n") == (thp, delay)
 
 
 def test_the_command_starts_no_blas_threads() -> None:
