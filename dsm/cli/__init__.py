@@ -237,14 +237,14 @@ def _arrow_allocator_for_bulk_work(args: Sequence[str]) -> None:
     way round: its buckets are large new buffers, which ordinary pages fault in 512 times as many pieces
     (a shuffled reshard took 0.926x the CPU and 0.932x the wall time with huge pages, 4 pairs).
 
-    *Freed pages kept* (``MIMALLOC_PURGE_DELAY=-1``). By default mimalloc hands pages unused for a second
-    back to the kernel (``release_unused`` at once), and the kernel zeroes each page it hands out again:
-    13% of a shuffled reshard's CPU samples were the kernel clearing pages, faulted in under Parquet
-    decoding, ``take`` and concatenation. A bulk job allocates buffers of the same sizes over and over;
-    kept pages are used again as they are. 1 GB corpora, alternating runs: the text shuffle's system time
-    fell from 6.4-7.4 to 4.3-4.7 s and its wall time from 15.9-16.3 to 14.8-15.1 s (3 rounds); JSONL ->
-    Parquet on text took 10.0-10.2 s against 10.6-11.1, the small-groups reshard 10.2-10.4 against
-    10.8-11.0 (2 rounds); peak memory rose by 40-200 MiB, to 800 MiB at most. A bulk command's memory goes
+    *Freed pages kept* (``MIMALLOC_PURGE_DELAY=-1``). By default mimalloc hands pages unused for a second back
+    to the kernel (``release_unused`` at once), and the kernel zeroes each page it hands out again: 13% of a
+    shuffled reshard's CPU samples (0.5 GB of text) were the kernel clearing pages, faulted in under Parquet
+    decoding, ``take`` and concatenation. A bulk job allocates buffers of the same sizes over and over; kept
+    pages are used again as they are. 1 GB corpora, alternating runs: the text shuffle's system time fell from
+    6.4-7.4 to 4.3-4.7 s and its wall time from 15.9-16.3 to 14.8-15.1 s (3 rounds); JSONL -> Parquet on text
+    took 10.0-10.2 s against 10.6-11.1, the small-groups reshard 10.2-10.4 against 10.8-11.0 (2 rounds); peak
+    memory rose by 40-200 MiB (835 MiB the highest in the rewrite benchmark). A bulk command's memory goes
     when it ends; a viewer stays up, so it gives memory back as before.
 
     Only the ``dsm`` process does this (before pyarrow loads): ``import dsm`` leaves a program's allocator

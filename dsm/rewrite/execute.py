@@ -243,7 +243,9 @@ def _describe_output(ctx: RewriteContext, unit: OutputUnit, written: _Written) -
         _check_output(ctx, unit, written.digest, "wrote")
         entry = shard_entry(unit.path, written.size, written.checksum, written.digest)
         return DescribedShard(shard=entry, digest=written.digest)
-    pa.default_memory_pool().release_unused()  # hand the writer's freed buffers back before decoding again
+    # hand the writer's freed buffers back before decoding again (the dsm command keeps freed pages instead:
+    # dsm.cli._arrow_allocator_for_bulk_work)
+    pa.default_memory_pool().release_unused()
     found = describe_shard(
         ctx.dest, unit.path, ctx.out_fmt, ctx.written_schema, batch_rows=ctx.plan.batch_rows
     )
@@ -483,7 +485,9 @@ def _gathered(ctx: RewriteContext, unit: OutputUnit, readers: _SpillReaders) -> 
         readers.release()
         yield from rows.to_batches(max_chunksize=plan.batch_rows)
         del rows
-        pa.default_memory_pool().release_unused()  # the pool would keep the freed bucket's pages
+        # the pool would keep the freed bucket's pages (the dsm command keeps them on purpose:
+        # dsm.cli._arrow_allocator_for_bulk_work)
+        pa.default_memory_pool().release_unused()
 
 
 def gather_unit(ctx: RewriteContext, unit: OutputUnit) -> DescribedShard:
