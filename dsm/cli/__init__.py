@@ -250,10 +250,10 @@ def _arrow_allocator_for_bulk_work(args: Sequence[str]) -> None:
     Only the ``dsm`` process does this (before pyarrow loads): ``import dsm`` leaves a program's allocator
     alone.
     """
-    words = [arg for arg in args if not arg.startswith("-")]
-    if not (words[:1] == ["reshard"] and "--shuffle" in args):
+    command = next((arg for arg in args if not arg.startswith("-")), "")
+    if not (command == "reshard" and "--shuffle" in args):
         os.environ.setdefault("MIMALLOC_ALLOW_THP", "0")
-    if not _LONG_RUNNING.intersection(words[:1]):
+    if command not in _LONG_RUNNING:
         os.environ.setdefault("MIMALLOC_PURGE_DELAY", "-1")
 
 
