@@ -30,7 +30,6 @@ import pyarrow.parquet as pq
 
 from dsm.errors import FormatError
 from dsm.formats._thrift import (
-    I16,
     I32,
     I64,
     LIST,
@@ -140,7 +139,7 @@ class StoredGroup:
     needs; :meth:`placed` gives that entry for where the chunks land."""
 
     rows: int
-    chunks: tuple[bytes, ...]
+    chunks: tuple[bytes | pa.Buffer, ...]
     columns: tuple[tuple[list[Field], list[Field], int | None, int, int], ...]
     """Per chunk: its ColumnChunk and ColumnMetaData trees, and its dictionary page's and first data
     page's offsets in the chunk, and the bytes its page headers grew by."""
@@ -182,6 +181,29 @@ class StoredGroup:
             columns.append((chunk_tree, meta, dictionary, first_data, grew))
         return cls(rows=int(value_of(group, 3)), chunks=tuple(chunks), columns=tuple(columns), group=group)
 
+    @classmethod
+    def encoded(cls, data: pa.Buffer) -> list[StoredGroup]:
+        """The row groups of ``data``, a whole file that pyarrow's writer has just encoded in memory with
+        page CRCs (:meth:`dsm.formats.parquet._ParquetWriter._encode`), in order: their chunks are slices of
+        ``data`` taken as they are, their offsets from the footer (nothing to check in bytes made a moment
+        ago)."""
+        length = int.from_bytes(data[-8:-4], "little")
+        footer = _footer_of(_MAGIC + data.slice(data.size - 8 - length).to_pybytes())
+        groups = []
+        for group in footer.row_groups:
+            chunks, columns = [], []
+            for chunk_tree in value_of(group, 1).values:
+                meta = value_of(chunk_tree, 3)
+                data_start = int(value_of(meta, 9))
+                dictionary = value_of(meta, 11)
+                start = data_start if dictionary is None else min(int(dictionary), data_start)
+                chunks.append(data.slice(start, int(value_of(meta, 7))))
+                at = None if dictionary is None else int(dictionary) - start
+                columns.append((chunk_tree, meta, at, data_start - start, 0))
+            rows = int(value_of(group, 3))
+            groups.append(cls(rows=rows, chunks=tuple(chunks), columns=tuple(columns), group=group))
+        return groups
+
     def placed(self, at: int) -> list[Field]:
         """This group's RowGroup entry with its chunks written from offset ``at`` on, one after another."""
         entries = []
@@ -219,7 +241,7 @@ class StoredGroup:
         tree = without(template.tree, 3, 4)
         tree += [
             Field(3, I64, self.rows),
-            Field(4, LIST, Items(LIST, STRUCT, [_ordinal(self.placed(head), 0)])),
+            Field(4, LIST, Items(LIST, STRUCT, [_unnumbered(self.placed(head))])),
         ]
         footer = encode_struct(sorted(tree, key=lambda item: item.id))
         return b"".join([_MAGIC, *self.chunks, footer, len(footer).to_bytes(4, "little"), _MAGIC])
@@ -277,8 +299,10 @@ def _with_crcs(chunk: bytes, *, where: str) -> tuple[bytes, int | None, int, int
     return bytes(out), dictionary, first_data, values, len(out) - len(chunk)
 
 
-def _ordinal(group: list[Field], ordinal: int) -> list[Field]:
-    return sorted([*without(group, 7), Field(7, I16, ordinal)], key=lambda item: item.id)
+def _unnumbered(group: list[Field]) -> list[Field]:
+    """``group`` without an ordinal: pyarrow numbers the groups of an encrypted file only, and a group
+    copied from another file may bring the number it had there."""
+    return without(group, 7)
 
 
 def _start(group: list[Field]) -> int:
@@ -292,7 +316,9 @@ def _start(group: list[Field]) -> int:
 
 def footer_with_groups(written: bytes, stored: list[list[Field]]) -> bytes:
     """The footer bytes (FileMetaData, length, magic) that pyarrow's writer ended a file with, listing also
-    the ``stored`` row groups (RowGroup entries already placed): every group in file order, renumbered."""
+    the ``stored`` row groups (RowGroup entries already placed): every group in file order, none numbered.
+    A file whose groups pyarrow encoded, some by the file's writer and some in files of their own placed
+    as stored, gets the footer bytes the file's writer gives it when it encodes them all."""
     footer = _footer_of(_MAGIC + written)
     groups = footer.row_groups + stored
     groups.sort(key=_start)
@@ -300,7 +326,7 @@ def footer_with_groups(written: bytes, stored: list[list[Field]]) -> bytes:
     tree = without(footer.tree, 3, 4)
     tree += [
         Field(3, I64, rows),
-        Field(4, LIST, Items(LIST, STRUCT, [_ordinal(g, i) for i, g in enumerate(groups)])),
+        Field(4, LIST, Items(LIST, STRUCT, [_unnumbered(g) for g in groups])),
     ]
     encoded = encode_struct(sorted(tree, key=lambda item: item.id))
     return encoded + len(encoded).to_bytes(4, "little") + _MAGIC

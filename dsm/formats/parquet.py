@@ -7,10 +7,14 @@
 
 from __future__ import annotations
 
+import os
 import threading
-from collections.abc import Iterator, Sequence
+import weakref
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import lru_cache
-from typing import IO, Any, ClassVar
+from typing import IO, Any, ClassVar, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -18,6 +22,7 @@ import pyarrow.parquet as pq
 
 from dsm.errors import FormatError, InputError, SchemaError
 from dsm.formats._common import (
+    NATIVE_WRITE_BUFFER,
     PositionTrackingSink,
     check_batch_schema,
     check_utf8,
@@ -34,6 +39,8 @@ from dsm.formats.base import DEFAULT_BATCH_ROWS, Format, FormatWriter
 from dsm.formats.index import ShardIndex
 
 __all__ = ["ParquetFormat"]
+
+T = TypeVar("T")
 
 _CODECS = ("none", "snappy", "gzip", "brotli", "zstd", "lz4")
 _MAX_BUFFERED_BYTES = 256 * 1024 * 1024  # a row group is cut early rather than hold more than this
@@ -459,22 +466,25 @@ class _ParquetWriter(FormatWriter):
         self._native = native_sink(self._sink)
         self._fmt = fmt
         self._opened: pq.ParquetWriter | None = None  # opened with the first rows (see _writer)
+        self._options: dict[str, Any] = {}  # pyarrow's writer options, decided with the first rows
+        self._encoding: deque[Future[list[StoredGroup]]] = deque()  # groups being encoded, in file order
         self._stored: list[list[Any]] = []  # the footer entries of the groups written as stored
+        _ENCODERS.opened(self)
 
     def _writer(self, first: pa.Table) -> pq.ParquetWriter:
-        """pyarrow's writer, opened when the first rows are written: which columns are dictionary-encoded
-        is decided on them (:func:`_dictionary_columns`)."""
+        """pyarrow's writer of the file (its leading magic, its footer), opened when the first rows are
+        written: which columns are dictionary-encoded is decided on them (:func:`_dictionary_columns`), for
+        every group of the file."""
         if self._opened is None:
             fmt = self._fmt
-            self._opened = pq.ParquetWriter(
-                self._native,
-                self._schema,
-                compression=fmt.compression,
-                compression_level=fmt.compression_level,
-                use_dictionary=_dictionary_columns(first) if fmt.use_dictionary else False,
-                write_statistics=fmt.write_statistics,
-                write_page_checksum=True,
-            )
+            self._options = {
+                "compression": fmt.compression,
+                "compression_level": fmt.compression_level,
+                "use_dictionary": _dictionary_columns(first) if fmt.use_dictionary else False,
+                "write_statistics": fmt.write_statistics,
+                "write_page_checksum": True,
+            }
+            self._opened = pq.ParquetWriter(self._native, self._schema, **self._options)
         return self._opened
 
     def abort(self) -> None:
@@ -482,7 +492,9 @@ class _ParquetWriter(FormatWriter):
         # native stream flushes what it holds: neither may reach the file.
         super().abort()
         self._pending.clear()
+        self._encoding.clear()  # what is still being encoded is dropped when it is done
         self._closed = True
+        _ENCODERS.closed(self)
         if self._opened is not None:
             self._opened.is_open = False
 
@@ -502,29 +514,69 @@ class _ParquetWriter(FormatWriter):
         table = pa.Table.from_batches(self._pending, schema=self._schema)
         size = self._row_group_size
         while table.num_rows >= size or (everything and table.num_rows):
-            self._writer(table).write_table(table.slice(0, size), row_group_size=size)
+            self._encode(table.slice(0, size))
             table = table.slice(size)
         self._pending = table.to_batches()
         self._pending_rows = table.num_rows
         self._pending_bytes = table.nbytes
 
+    def _encode(self, group: pa.Table) -> None:
+        """Write ``group`` as the next row group(s): encoded beside this thread where a core is to spare
+        (:data:`_ENCODERS`), the rows after it read meanwhile, else by the file's writer here. A group
+        encoded beside is encoded by pyarrow's writer with the file's options into a file of its own in
+        memory, and placed as stored once the groups before it are written: the same bytes either way
+        (``footer_with_groups``), so where a group was encoded never shows in the file."""
+        writer = self._writer(group)  # the leading magic, and the options, from the first rows
+        while self._encoding and self._encoding[0].done():
+            self._place(*self._encoding.popleft().result())
+        ahead = _ENCODERS.ahead()
+        while self._encoding and len(self._encoding) >= max(ahead, 1):
+            self._place(*self._encoding.popleft().result())
+        future = _ENCODERS.submit(_encoded_group, group, self._schema, self._options) if ahead else None
+        if future is not None:
+            self._encoding.append(future)
+            return
+        self._drain()
+        writer.write_table(group, row_group_size=max(1, group.num_rows))
+
+    def _place(self, *groups: StoredGroup) -> None:
+        """Write ``groups`` as stored, in order. A chunk goes through the native stream's buffer in pieces
+        of its size: a larger write passes whole into the Python file, as a copy of its own (a column chunk
+        of 8 MiB of text, in fresh pages each time)."""
+        for group in groups:
+            at = self._native.tell()
+            for chunk in group.chunks:
+                view = memoryview(chunk)
+                for start in range(0, len(view), NATIVE_WRITE_BUFFER):
+                    self._native.write(view[start : start + NATIVE_WRITE_BUFFER])
+            self._stored.append(group.placed(at))
+
+    def _drain(self) -> None:
+        """Every group being encoded beside this thread placed, in order."""
+        while self._encoding:
+            self._place(*self._encoding.popleft().result())
+
+    def _written_so_far(self) -> None:
+        """Every row written so far encoded and placed, in order."""
+        if self._pending_rows:
+            self._flush(everything=True)
+        self._drain()
+
     def write_stored(self, group: StoredGroup) -> None:
         """Write a row group as stored (:mod:`dsm.formats._stored_groups`), after the rows written so far;
         its rows were checked to be of this file's schema by whoever read it."""
-        if self._pending_rows:
-            self._flush(everything=True)
+        self._written_so_far()
         self._writer(self._schema.empty_table())
-        at = self._native.tell()
-        for chunk in group.chunks:
-            self._native.write(chunk)
-        self._stored.append(group.placed(at))
+        self._place(group)
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        if self._pending_rows:
-            self._flush(everything=True)
+        try:
+            self._written_so_far()
+        finally:
+            _ENCODERS.closed(self)
         writer = self._writer(self._schema.empty_table())
         if not self._stored:
             writer.close()
@@ -539,6 +591,67 @@ class _ParquetWriter(FormatWriter):
         self._sink.write(held[: len(held) - 8 - length])  # anything pyarrow wrote before its footer
         self._sink.write(footer_with_groups(held[len(held) - 8 - length :], self._stored))
         self._native.close()
+
+
+class _GroupEncoders:
+    """Threads that encode row groups beside the Parquet writers of the process, where cores are to spare:
+    at most one group per core at once, and none while as many files are being written as there are cores
+    (each writer then encodes on its own thread, as pyarrow's writer does). A file written alone (one file
+    converted, the last file of a job) encodes on every core. A process forked from this one makes its own
+    threads (the parent's do not run in it)."""
+
+    def __init__(self) -> None:
+        self.width = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
+        self._lock = threading.Lock()
+        self._pid = -1
+        self._pool: ThreadPoolExecutor | None = None
+        self._free = 0
+        self._writers: weakref.WeakSet[_ParquetWriter] = weakref.WeakSet()
+
+    def opened(self, writer: _ParquetWriter) -> None:
+        with self._lock:
+            self._writers.add(writer)
+
+    def closed(self, writer: _ParquetWriter) -> None:
+        with self._lock:
+            self._writers.discard(writer)
+
+    def ahead(self) -> int:
+        """How many groups a writer may have encoding beside it now: with ``n`` files being written on
+        ``width`` cores, ``width - n + 1`` (0 from ``n == width`` on)."""
+        with self._lock:
+            writers = len(self._writers)
+        return 0 if writers >= self.width else self.width - writers + 1
+
+    def submit(self, fn: Callable[..., T], *args: Any) -> Future[T] | None:
+        """``fn(*args)`` on one of the threads, or None if :attr:`width` groups are being encoded already."""
+        with self._lock:
+            if self._pid != os.getpid() or self._pool is None:
+                self._pid = os.getpid()
+                self._pool = ThreadPoolExecutor(max_workers=self.width, thread_name_prefix="dsm-encode")
+                self._free = self.width
+            if not self._free:
+                return None
+            self._free -= 1
+            future = self._pool.submit(fn, *args)
+        future.add_done_callback(self._done)
+        return future
+
+    def _done(self, _: Future[Any]) -> None:
+        with self._lock:
+            self._free += 1
+
+
+_ENCODERS = _GroupEncoders()
+
+
+def _encoded_group(group: pa.Table, schema: pa.Schema, options: dict[str, Any]) -> list[StoredGroup]:
+    """``group`` encoded by pyarrow's writer with ``options`` in a file in memory: one row group (more
+    where it holds more rows than pyarrow puts in one, as the file's own writer would cut it too)."""
+    sink = pa.BufferOutputStream()
+    with pq.ParquetWriter(sink, schema, **options) as writer:
+        writer.write_table(group, row_group_size=max(1, group.num_rows))
+    return StoredGroup.encoded(sink.getvalue())
 
 
 def _reader(file: IO[bytes], metadata: pq.FileMetaData | None = None) -> pq.ParquetFile:
