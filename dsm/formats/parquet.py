@@ -597,15 +597,19 @@ class _GroupEncoders:
     """Threads that encode row groups beside the Parquet writers of the process, where cores are to spare:
     at most one group per core at once, and none while as many files are being written as there are cores
     (each writer then encodes on its own thread, as pyarrow's writer does). A file written alone (one file
-    converted, the last file of a job) encodes on every core. A process forked from this one makes its own
-    threads (the parent's do not run in it)."""
+    converted, the last file of a job) encodes on every core."""
 
     def __init__(self) -> None:
         self.width = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
+        self._start()
+        os.register_at_fork(after_in_child=self._start)
+
+    def _start(self) -> None:
+        """A fresh start: in this process, and in a child forked from it, where the parent's threads do not
+        run (and a lock one of them held stays held)."""
         self._lock = threading.Lock()
-        self._pid = -1
         self._pool: ThreadPoolExecutor | None = None
-        self._free = 0
+        self._free = self.width
         self._writers: weakref.WeakSet[_ParquetWriter] = weakref.WeakSet()
 
     def opened(self, writer: _ParquetWriter) -> None:
@@ -626,10 +630,8 @@ class _GroupEncoders:
     def submit(self, fn: Callable[..., T], *args: Any) -> Future[T] | None:
         """``fn(*args)`` on one of the threads, or None if :attr:`width` groups are being encoded already."""
         with self._lock:
-            if self._pid != os.getpid() or self._pool is None:
-                self._pid = os.getpid()
+            if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=self.width, thread_name_prefix="dsm-encode")
-                self._free = self.width
             if not self._free:
                 return None
             self._free -= 1
