@@ -521,23 +521,27 @@ class _ParquetWriter(FormatWriter):
         self._pending_bytes = table.nbytes
 
     def _encode(self, group: pa.Table) -> None:
-        """Write ``group`` as the next row group(s): encoded beside this thread where a core is to spare
-        (:data:`_ENCODERS`), the rows after it read meanwhile, else by the file's writer here. A group
-        encoded beside is encoded by pyarrow's writer with the file's options into a file of its own in
-        memory, and placed as stored once the groups before it are written: the same bytes either way
-        (``footer_with_groups``), so where a group was encoded never shows in the file."""
+        """Write ``group`` as the next row group(s). Where cores are to spare (:data:`_ENCODERS`), a group
+        is encoded beside this thread, on one of them, while this thread goes on with the rows after it
+        and encodes the next group itself: each is encoded by pyarrow's writer with the file's options into
+        a file of its own in memory, and placed as stored once the groups before it are written. Otherwise
+        the file's writer encodes it here. The same bytes either way (``footer_with_groups``): where a group
+        was encoded never shows in the file."""
         writer = self._writer(group)  # the leading magic, and the options, from the first rows
         while self._encoding and self._encoding[0].done():
             self._place(*self._encoding.popleft().result())
-        ahead = _ENCODERS.ahead()
-        while self._encoding and len(self._encoding) >= max(ahead, 1):
-            self._place(*self._encoding.popleft().result())
-        future = _ENCODERS.submit(_encoded_group, group, self._schema, self._options) if ahead else None
-        if future is not None:
-            self._encoding.append(future)
+        spare = _ENCODERS.spare()
+        if len(self._encoding) < spare:
+            future = _ENCODERS.submit(_encoded_group, group, self._schema, self._options)
+            if future is not None:
+                self._encoding.append(future)
+                return
+        if not self._encoding:
+            writer.write_table(group, row_group_size=max(1, group.num_rows))
             return
+        encoded = _encoded_group(group, self._schema, self._options)  # while the groups before it are
         self._drain()
-        writer.write_table(group, row_group_size=max(1, group.num_rows))
+        self._place(*encoded)
 
     def _place(self, *groups: StoredGroup) -> None:
         """Write ``groups`` as stored, in order. A chunk goes through the native stream's buffer in pieces
@@ -594,10 +598,10 @@ class _ParquetWriter(FormatWriter):
 
 
 class _GroupEncoders:
-    """Threads that encode row groups beside the Parquet writers of the process, where cores are to spare:
-    at most one group per core at once, and none while as many files are being written as there are cores
-    (each writer then encodes on its own thread, as pyarrow's writer does). A file written alone (one file
-    converted, the last file of a job) encodes on every core."""
+    """Threads that encode row groups beside the Parquet writers of the process, on the cores that no file
+    being written has: at most one group per such core at once, and none while as many files are being
+    written as there are cores (each writer then encodes on its own thread, as pyarrow's writer does). A
+    file written alone (one file converted, the last file of a job) encodes on every core."""
 
     def __init__(self) -> None:
         self.width = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
@@ -620,12 +624,11 @@ class _GroupEncoders:
         with self._lock:
             self._writers.discard(writer)
 
-    def ahead(self) -> int:
-        """How many groups a writer may have encoding beside it now: with ``n`` files being written on
-        ``width`` cores, ``width - n + 1`` (0 from ``n == width`` on)."""
+    def spare(self) -> int:
+        """How many groups a writer may have encoding beside it now: the cores no file being written has
+        (0 where every core has one)."""
         with self._lock:
-            writers = len(self._writers)
-        return 0 if writers >= self.width else self.width - writers + 1
+            return max(0, self.width - len(self._writers))
 
     def submit(self, fn: Callable[..., T], *args: Any) -> Future[T] | None:
         """``fn(*args)`` on one of the threads, or None if :attr:`width` groups are being encoded already."""
