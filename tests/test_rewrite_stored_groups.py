@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 
 import dsm
 from dsm.errors import CheckFailed, DsmError, SchemaError
+from dsm.formats import _parquet_writer as writer_module
 from dsm.formats import get_format
-from dsm.formats import parquet as parquet_module
 from dsm.formats._stored_groups import read_footer
 from dsm.formats._thrift import value_of
 from dsm.rewrite import reading
@@ -37,7 +37,7 @@ from tests.trust_support import check_published
 def _keeping_every_size() -> Iterator[list[int]]:
     """Groups of any size may be kept; yields the rows of each group written as stored."""
     kept: list[int] = []
-    real = parquet_module._ParquetWriter.write_stored
+    real = writer_module.ParquetFileWriter.write_stored
 
     def spy(self: Any, group: Any) -> None:
         kept.append(group.rows)
@@ -45,7 +45,7 @@ def _keeping_every_size() -> Iterator[list[int]]:
 
     with (
         mock.patch.object(reading, "KEPT_GROUP_BYTES", (0, 1 << 62)),
-        mock.patch.object(parquet_module._ParquetWriter, "write_stored", spy),
+        mock.patch.object(writer_module.ParquetFileWriter, "write_stored", spy),
     ):
         yield kept
 
@@ -229,9 +229,9 @@ def test_groups_whole_in_one_file_are_kept_and_the_others_decoded(tmp_path: Path
 def test_without_the_widened_bounds_small_groups_are_decoded(tmp_path: Path) -> None:
     contract = _source(tmp_path)
     kept: list[int] = []
-    real = parquet_module._ParquetWriter.write_stored
+    real = writer_module.ParquetFileWriter.write_stored
     with mock.patch.object(
-        parquet_module._ParquetWriter, "write_stored", lambda self, g: (kept.append(g.rows), real(self, g))
+        writer_module.ParquetFileWriter, "write_stored", lambda self, g: (kept.append(g.rows), real(self, g))
     ):
         dsm.reshard(contract.ref, str(tmp_path / "out"), num_shards=3, registry=str(tmp_path / "registry"))
     assert kept == []

@@ -184,9 +184,8 @@ class StoredGroup:
     @classmethod
     def encoded(cls, data: pa.Buffer) -> list[StoredGroup]:
         """The row groups of ``data``, a whole file that pyarrow's writer has just encoded in memory with
-        page CRCs (:meth:`dsm.formats.parquet._ParquetWriter._encode`), in order: their chunks are slices of
-        ``data`` taken as they are, their offsets from the footer (nothing to check in bytes made a moment
-        ago)."""
+        page CRCs (:mod:`dsm.formats._parquet_writer`), in order: their chunks are slices of ``data`` taken
+        as they are, their offsets from the footer (nothing to check in bytes made a moment ago)."""
         length = int.from_bytes(data[-8:-4], "little")
         footer = _footer_of(_MAGIC + data.slice(data.size - 8 - length).to_pybytes())
         groups = []

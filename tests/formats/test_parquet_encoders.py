@@ -1,4 +1,4 @@
-"""Row groups encoded beside the Parquet writer (``dsm.formats.parquet._GroupEncoders``).
+"""Row groups encoded beside the Parquet writer (``dsm.formats._parquet_writer.GroupEncoders``).
 
 Where fewer files are being written than there are cores, the writer hands each full row group to a thread
 that encodes it into a file of its own in memory, and places the result as stored, in order; otherwise the
@@ -25,14 +25,14 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from dsm.formats import _parquet_writer as writer_module
 from dsm.formats import get_format
-from dsm.formats import parquet as parquet_module
 from dsm.formats._stored_groups import StoredGroup
 from dsm.formats.parquet import ParquetFormat
 from dsm.hashing.fingerprint import digest_batches
 from tests.strategies import arrow_types, schemas, tables
 
-ENCODERS = parquet_module._ENCODERS
+ENCODERS = writer_module.ENCODERS
 FMT = ParquetFormat()
 
 
@@ -114,7 +114,7 @@ def test_the_same_bytes_whoever_encodes_each_group(
 def test_groups_pyarrow_cuts_are_placed_each_in_turn(monkeypatch: pytest.MonkeyPatch) -> None:
     """pyarrow cuts a group of more rows than it puts in one (64 Mi) in several: each encoded group's file
     may hold more than one, placed in order. Here every group beside is cut in three."""
-    original = parquet_module._encoded_group
+    original = writer_module.encoded_group
 
     def in_three(group: pa.Table, schema: pa.Schema, options: dict[str, Any]) -> Any:
         sink = pa.BufferOutputStream()
@@ -122,11 +122,11 @@ def test_groups_pyarrow_cuts_are_placed_each_in_turn(monkeypatch: pytest.MonkeyP
             writer.write_table(group, row_group_size=-(-group.num_rows // 3))
         return StoredGroup.encoded(sink.getvalue())
 
-    monkeypatch.setattr(parquet_module, "_encoded_group", in_three)
+    monkeypatch.setattr(writer_module, "encoded_group", in_three)
     table = _text_table(3_000)
     with _scheduled([2]):
         data = _write(table, {"row_group_size": 900, "compression": "zstd"}, 250)
-    monkeypatch.setattr(parquet_module, "_encoded_group", original)
+    monkeypatch.setattr(writer_module, "encoded_group", original)
     assert isinstance(data, bytes)
     file = pq.ParquetFile(io.BytesIO(data), page_checksum_verification=True)
     groups = [file.metadata.row_group(i).num_rows for i in range(file.metadata.num_row_groups)]
@@ -152,7 +152,7 @@ def _threads_that_encode(writers: int) -> list[str]:
     open (and unwritten)."""
     gc.collect()  # writers other tests gave up on, no longer counted
     names: list[str] = []
-    original = parquet_module._encoded_group
+    original = writer_module.encoded_group
 
     def recorded(*args: Any) -> Any:
         names.append(threading.current_thread().name)
@@ -162,7 +162,7 @@ def _threads_that_encode(writers: int) -> list[str]:
         get_format("parquet").open_writer(io.BytesIO(), pa.schema([("x", pa.int64())]))
         for _ in range(writers - 1)
     ]
-    parquet_module._encoded_group = recorded  # type: ignore[assignment]
+    writer_module.encoded_group = recorded  # type: ignore[assignment]
     try:
         table = _text_table(4_000)
         writer = get_format("parquet", row_group_size=500).open_writer(io.BytesIO(), table.schema)
@@ -170,7 +170,7 @@ def _threads_that_encode(writers: int) -> list[str]:
             writer.write_batch(batch)
         writer.close()
     finally:
-        parquet_module._encoded_group = original  # type: ignore[assignment]
+        writer_module.encoded_group = original  # type: ignore[assignment]
         for other in others:
             other.close()
     return names
