@@ -13,9 +13,11 @@ import gc
 import io
 import itertools
 import os
+import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,12 +27,14 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+import dsm
 from dsm.formats import _parquet_writer as writer_module
 from dsm.formats import get_format
 from dsm.formats._stored_groups import StoredGroup
 from dsm.formats.parquet import ParquetFormat
 from dsm.hashing.fingerprint import digest_batches
 from tests.strategies import arrow_types, schemas, tables
+from tests.trust_support import check_published, register_table, write_shards
 
 ENCODERS = writer_module.ENCODERS
 FMT = ParquetFormat()
@@ -230,3 +234,40 @@ def test_other_readers_read_a_file_whose_groups_were_encoded_beside(tmp_path: An
     assert pl.read_parquet(path).to_arrow().equals(pl.from_arrow(table).to_arrow())
     got = duckdb.sql(f"SELECT count(*), sum(id), sum(length(text)) FROM '{path}'").fetchall()[0]
     assert got == (3_000, sum(range(3_000)), sum(len(t) for t in table.column("text").to_pylist()))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    data=st.data(),
+    schema=schemas(arrow_types(max_leaves=3), max_fields=3),
+    row_group_size=st.integers(1, 9),
+    mix=st.lists(st.integers(0, 3), min_size=1, max_size=6),
+)
+def test_a_conversion_whose_groups_are_encoded_beside_is_published_verified(
+    data: st.DataObject, schema: pa.Schema, row_group_size: int, mix: list[int]
+) -> None:
+    """Through ``dsm.convert_format``: the published version passes ``verify --deep``, registers again to
+    the same fingerprint, and its file is the one the file's writer alone would have written."""
+    table = data.draw(tables(schema, max_rows=40))
+    assume(not FMT.storage(schema).problems)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        registry = str(root / "registry")
+        write_shards(root / "source", table, "arrow", 1)
+        contract = register_table(root / "source", "arrow", table.schema, registry, "src")
+        options = {"row_group_size": row_group_size, "compression": "zstd"}
+        written = {}
+        for name, schedule in (("here", [0]), ("mixed", mix)):
+            with _scheduled(schedule):
+                out = str(root / name)
+                result = dsm.convert_format(
+                    contract.ref, out, format="parquet", registry=registry, format_options=options
+                )
+            (path,) = sorted((root / name).glob("*.parquet"))
+            written[name] = path.read_bytes()
+        assert written["mixed"] == written["here"]
+        expected = FMT.storage(contract.schema.to_arrow())
+        rows = pa.Table.from_batches(
+            [expected.convert(b) for b in table.combine_chunks().to_batches()], schema=expected.schema
+        )
+        check_published(result.contract, rows, registry, ordered=True)
