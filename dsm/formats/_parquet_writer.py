@@ -194,7 +194,9 @@ class GroupEncoders:
     file written alone (one file converted, the last file of a job) encodes on every core."""
 
     def __init__(self) -> None:
-        self.width = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
+        # the cores this process may run on (where the system does not say: the machine's)
+        affinity = getattr(os, "sched_getaffinity", None)
+        self.width = max(1, len(affinity(0)) if affinity is not None else (os.cpu_count() or 1))
         self._start()
         os.register_at_fork(after_in_child=self._start)
 
