@@ -336,11 +336,13 @@ def read_once(
     algorithms: Sequence[str] = (DEFAULT_ALGORITHM,),
     *,
     on_bytes: Callable[[int], None] | None = None,
+    in_order: bool = False,
 ) -> Iterator[OpenedOnce]:
     """Open one shard so that decoding it and checksumming it read its bytes once. On an object store each
     block is fetched by one ranged GET (no client read-ahead) and hashed in file order; on local disk the
-    decoder reads through pyarrow's own file and the checksum is taken from the page cache after, the
-    file checked unchanged. ``opened.finish()`` returns the checksums once decoding is done."""
+    decoder reads through pyarrow's own file, hashed as it reads if it reads in order (``in_order``), the
+    rest from the page cache after, the file checked unchanged (:mod:`dsm.hashing.onepass`).
+    ``opened.finish()`` returns the checksums once decoding is done."""
     url = loc.url_of(path)
 
     def fetching(read: Callable[[int, int], bytes]) -> Callable[[int, int], bytes]:
@@ -358,7 +360,7 @@ def read_once(
             reader = None
             try:
                 with storage_errors(url, loc):
-                    reader = LocalOnce(local, descriptor, algorithms, on_bytes=on_bytes)
+                    reader = LocalOnce(local, descriptor, algorithms, on_bytes=on_bytes, in_order=in_order)
                 yield OpenedOnce(reader=reader)
             finally:
                 if reader is not None:
@@ -467,7 +469,7 @@ def describe_shard(
     shard.
     """
     server, algorithms = _store_checksum(loc, path, DEFAULT_ALGORITHM)
-    with read_once(loc, path, algorithms, on_bytes=on_bytes) as opened:
+    with read_once(loc, path, algorithms, on_bytes=on_bytes, in_order=fmt.index_by_scan) as opened:
         handle: IO[bytes] = opened.file  # type: ignore[assignment]
         if on_schema is not None and fmt.self_describing:
             on_schema(open_shard_schema(handle, loc, path, fmt))

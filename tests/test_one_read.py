@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dsm
+from dsm.formats import get_format
 from dsm.hashing import onepass
-from dsm.hashing.checksum import file_checksum
+from dsm.hashing.checksum import file_checksum, file_checksums
 from dsm.hashing.onepass import OnePassFile
 from tests.servers import MotoServer
 
@@ -210,3 +213,125 @@ def test_any_order_of_reads_hashes_the_whole_file_once(
     assert f.fetched == sum(b - a for a, b in fetched) >= len(data)
     if not reads:
         assert f.fetched == len(data)
+
+
+# ------------------------------------------------------------------------------------------ local disk
+
+
+@st.composite
+def _file_and_reads(draw: st.DrawFn) -> tuple[bytes, list[tuple[int, int, bool]]]:
+    """A file's bytes, and reads of it: (offset within the file, bytes to read or -1 for all, readinto)."""
+    data = draw(st.binary(max_size=3000))
+    at = st.integers(0, len(data))
+    reads = draw(st.lists(st.tuples(at, st.integers(-1, 1200), st.booleans()), max_size=12))
+    return data, reads
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    case=_file_and_reads(),
+    in_order=st.booleans(),
+    algorithms=st.sampled_from([["xxh3-128"], ["xxh3-128", "md5"], ["sha256"]]),
+)
+def test_a_local_file_read_in_any_order_is_hashed_whole_and_each_byte_once(
+    case: tuple[bytes, list[tuple[int, int, bool]]], in_order: bool, algorithms: list[str]
+) -> None:
+    """On local disk the decoder gets the file's bytes whatever it reads; the bytes it reads from the first
+    on are hashed as they return (``in_order``), the rest by ``finish``; either way every byte is hashed
+    once and the checksums are the file's."""
+    data, reads = case
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "shard")
+        Path(path).write_bytes(data)
+        heard: list[int] = []
+        descriptor = os.open(path, os.O_RDONLY)
+        try:
+            once = onepass.LocalOnce(path, descriptor, algorithms, on_bytes=heard.append, in_order=in_order)
+            f = once.file
+            given = 0  # the bytes from the first on that the decoder has been given, in order
+            for pos, n, into in reads:
+                at = f.seek(pos)
+                want = data[at:] if n < 0 else data[at : at + n]
+                if into:
+                    buffer = bytearray(len(want) if n < 0 else n)
+                    got = bytes(buffer[: f.readinto(buffer)])
+                else:
+                    got = f.read(None if n < 0 else n)  # pyarrow's own file reads all for None
+                assert got == want
+                if at <= given:
+                    given = max(given, at + len(got))
+            assert once.hashed_as_read == (given if in_order else 0)
+            sums = once.finish()
+            assert once.finish() == sums
+            once.close()
+        finally:
+            os.close(descriptor)
+    assert sums == file_checksums(io.BytesIO(data), algorithms)
+    assert sum(heard) == len(data)
+
+
+def test_a_local_file_changed_while_read_in_order_is_refused(tmp_path: Path) -> None:
+    """Bytes hashed as the decoder read them are still checked against the file as opened: one that grew
+    or was rewritten in place (same size) since it was opened fails ``finish``, naming the file."""
+    for change in ("append", "rewrite"):
+        path = tmp_path / f"{change}.jsonl"
+        path.write_bytes(b'{"a": 1}\n' * 1000)
+        descriptor = os.open(path, os.O_RDONLY)
+        try:
+            once = onepass.LocalOnce(str(path), descriptor, ["xxh3-128"], in_order=True)
+            assert once.file.read(100) == path.read_bytes()[:100]
+            stat = path.stat()
+            if change == "append":
+                with path.open("ab") as out:
+                    out.write(b'{"a": 2}\n')
+            else:
+                path.write_bytes(b'{"a": 3}\n' * 1000)
+                os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+            once.file.read()
+            with pytest.raises(onepass.ShortRead, match=f"{change}.jsonl changed while being read"):
+                once.finish()
+            once.close()
+        finally:
+            os.close(descriptor)
+
+
+def _local_shards(folder: Path, kind: str) -> None:
+    """Three shards of ``kind``, written by dsm's writers (a gzip-compressed JSONL for ``jsonl.gz``)."""
+    folder.mkdir(parents=True)
+    name, options = {"jsonl.gz": ("jsonl", {"compression": "gzip"})}.get(kind, (kind, {}))
+    fmt = get_format(name, **options)
+    for i in range(3):
+        table = _table(500 * (i + 1), seed=i)
+        if kind == "webdataset":
+            table = pa.table(
+                {"__key__": [f"s{i}-{j:05d}" for j in range(table.num_rows)], "txt": table.column("text")}
+            )
+        suffix = ".jsonl.gz" if kind == "jsonl.gz" else fmt.extensions[0]
+        with (folder / f"part-{i}{suffix}").open("wb") as out, fmt.open_writer(out, table.schema) as writer:
+            for batch in table.to_batches(max_chunksize=333):
+                writer.write_batch(batch)
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "jsonl.gz", "csv", "webdataset", "parquet"])
+def test_line_and_tar_shards_on_local_disk_are_hashed_as_they_are_decoded(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``register``, ``verify --deep`` and a rewrite's source check take the checksum of a line or tar
+    shard from the reads that decode it: nothing is read again after decoding. A Parquet file is
+    decoded from its footer, and is hashed from the page cache after, as before."""
+    finished: list[tuple[int, int]] = []
+    original = onepass.LocalOnce.finish
+
+    def finish(self: onepass.LocalOnce) -> dict[str, str]:
+        finished.append((self.hashed_as_read, self.size()))
+        return original(self)
+
+    monkeypatch.setattr(onepass.LocalOnce, "finish", finish)
+    _local_shards(tmp_path / "data", kind)
+    registry = str(tmp_path / "registry")
+    contract = dsm.register(str(tmp_path / "data"), name="local", registry=registry)
+    assert dsm.verify(contract, deep=True, registry=registry).ok
+    dsm.convert_format(contract, str(tmp_path / "out"), format="arrow", registry=registry)
+    assert len(finished) == 9
+    for hashed, size in finished:
+        assert hashed == (0 if kind == "parquet" else size), (hashed, size)

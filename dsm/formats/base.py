@@ -127,8 +127,10 @@ class Format(ABC):
     """True when :meth:`count_rows` reads only a footer (Parquet); False when it reads every batch header or
     every row, so it is no cheap way to size the batches of a read."""
     index_by_scan: ClassVar[bool] = False
-    """True when :meth:`index_shard` reads the whole file (line and tar formats): callers keep the index,
-    keyed by the file's checksum. False: it reads a footer, which is cheap enough to read again."""
+    """True when the format reads a file from its first byte to its last, in order (line and tar formats):
+    :meth:`index_shard` reads the whole file, so callers keep the index, keyed by the file's checksum, and
+    a one-read open hashes the bytes as the decoder reads them (:func:`dsm.shards.read_once`). False: it
+    starts at a footer, which is cheap enough to read again."""
     plain_values: ClassVar[bool] = False
     """True when a file without a codec holds its values about as large as Arrow does (text lines, tar
     members, Arrow IPC); False where encodings shrink them (Parquet). See :attr:`decoded_per_stored`."""

@@ -23,6 +23,7 @@ __all__ = [
     "algorithm_of",
     "file_checksum",
     "file_checksums",
+    "hash_from",
     "known_algorithms",
     "new_hasher",
     "register_algorithm",
@@ -103,6 +104,20 @@ def file_checksums(
     'md5:900150983cd24fb0d6963f7d28e17f72'
     """
     hashers = {algorithm: new_hasher(algorithm) for algorithm in dict.fromkeys(algorithms)}
+
+    def update(chunk: Any) -> None:
+        for hasher in hashers.values():
+            hasher.update(chunk)
+        if on_bytes is not None:
+            on_bytes(len(chunk))
+
+    hash_from(file, update)
+    return {algorithm: f"{algorithm}:{hasher.hexdigest()}" for algorithm, hasher in hashers.items()}
+
+
+def hash_from(file: IO[bytes], update: Callable[[Any], None]) -> None:
+    """Hand ``update`` everything readable from ``file``, in order, in blocks of up to :data:`READ_BLOCK`
+    bytes read into one reused buffer (each block a view of it, valid during the call)."""
     buffer = bytearray(READ_BLOCK)
     view = memoryview(buffer)
     readinto = getattr(file, "readinto", None)
@@ -110,18 +125,13 @@ def file_checksums(
         if readinto is not None:
             n = readinto(view)
             if not n:
-                break
-            chunk: Any = view[:n]
+                return
+            update(view[:n])
         else:
             chunk = file.read(READ_BLOCK)
             if not chunk:
-                break
-            n = len(chunk)
-        for hasher in hashers.values():
-            hasher.update(chunk)
-        if on_bytes is not None:
-            on_bytes(n)
-    return {algorithm: f"{algorithm}:{hasher.hexdigest()}" for algorithm, hasher in hashers.items()}
+                return
+            update(chunk)
 
 
 def short_checksum(checksum: str) -> str:

@@ -24,9 +24,12 @@ counts every byte fetched, so a caller can see that it equals the file's size.
 (True, True)
 
 A file on local disk is read by :class:`LocalOnce` instead: the decoder reads it through pyarrow's own file
-(no Python between the disk and the decoder, no copies of the bytes in Python), and the checksum is taken
-from the same pages of the page cache right after. That the two saw the same bytes is checked: the file is
-the one opened (same inode), and its size and modification time did not change while it was read.
+(no Python between the disk and the decoder, no copies of the bytes in Python). A decoder that reads from
+the first byte to the last (the line and tar formats) has each read hashed as it returns, the bytes the
+decoder was given; for any other (Parquet and Arrow start at the footer), and for whatever a decoder left
+unread, the checksum is taken from the same pages of the page cache right after, continuing the hash from
+the first byte not hashed. That the two saw the same bytes is checked: the file is the one opened (same
+inode), and its size and modification time did not change while it was read.
 """
 
 from __future__ import annotations
@@ -37,9 +40,9 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from dsm.hashing.checksum import READ_BLOCK, file_checksums, new_hasher
+from dsm.hashing.checksum import READ_BLOCK, hash_from, new_hasher
 
-__all__ = ["BLOCK", "HOLD_BLOCKS", "LocalOnce", "OnePassFile", "ShortRead"]
+__all__ = ["BLOCK", "HOLD_BLOCKS", "InOrder", "LocalOnce", "OnePassFile", "ShortRead"]
 
 BLOCK = READ_BLOCK
 """Bytes per fetch (one ranged read on an object store)."""
@@ -206,8 +209,9 @@ class LocalOnce:
 
     ``descriptor`` is the open file (it stays the caller's to close); :attr:`file` is pyarrow's native
     reader of the same file, opened when first asked for (a caller that only checksums never imports
-    pyarrow); :meth:`finish` returns the checksums, or raises :class:`ShortRead` when the file changed
-    while it was read."""
+    pyarrow), and with ``in_order`` (the decoder reads from the first byte on) behind an :class:`InOrder`
+    that hashes each read as it returns; :meth:`finish` returns the checksums, or raises
+    :class:`ShortRead` when the file changed while it was read."""
 
     def __init__(
         self,
@@ -216,17 +220,23 @@ class LocalOnce:
         algorithms: Sequence[str],
         *,
         on_bytes: Callable[[int], None] | None = None,
+        in_order: bool = False,
     ) -> None:
         self._path = path
         self._descriptor = descriptor
-        self._algorithms = tuple(dict.fromkeys(algorithms))
+        self._hashers = {algorithm: new_hasher(algorithm) for algorithm in dict.fromkeys(algorithms)}
         self._on_bytes = on_bytes
+        self._in_order = in_order
         self._before = _identity(os.fstat(descriptor))
         self._file: Any = None
+        self._native: Any = None
+        self._hashed = 0  # the bytes from the first on that are hashed
+        self._sums: dict[str, str] | None = None
 
     @property
     def file(self) -> Any:
-        """pyarrow's reader of the file (a ``pyarrow.OSFile``), checked to be the file opened."""
+        """pyarrow's reader of the file (a ``pyarrow.OSFile``), checked to be the file opened; with
+        ``in_order``, behind an :class:`InOrder`."""
         if self._file is None:
             import pyarrow as pa
 
@@ -234,37 +244,95 @@ class LocalOnce:
             if os.fstat(native.fileno()).st_ino != self._before[0]:
                 native.close()
                 raise ShortRead(f"{self._path} was replaced while being opened")
-            self._file = native
+            self._native = native
+            self._file = InOrder(native, self._took) if self._in_order else native
         return self._file
 
     def size(self) -> int:
         return int(self._before[1])
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
+        if self._native is not None:
+            self._native.close()
+
+    @property
+    def hashed_as_read(self) -> int:
+        """Bytes hashed so far, from the first on (those that :meth:`finish` need not read again)."""
+        return self._hashed
+
+    def _took(self, start: int, data: memoryview) -> None:
+        """The decoder was given ``data``, the bytes at ``start``: hash those that continue the hash. A
+        read that starts past the bytes hashed leaves a gap, which :meth:`finish` reads."""
+        if start > self._hashed or start + len(data) <= self._hashed:
+            return
+        self._hash(data[self._hashed - start :])
+
+    def _hash(self, data: Any) -> None:
+        for hasher in self._hashers.values():
+            hasher.update(data)
+        self._hashed += len(data)
+        if self._on_bytes is not None:
+            self._on_bytes(len(data))
 
     def finish(self) -> dict[str, str]:
-        """Hash the file's bytes in order (:func:`~dsm.hashing.checksum.file_checksums`) and return
-        ``{algorithm: "ALGORITHM:HEX"}``."""
-        read = 0
-
-        def counted(n: int) -> None:
-            nonlocal read
-            read += n
-            if self._on_bytes is not None:
-                self._on_bytes(n)
-
+        """Hash the file's bytes that were not hashed as read, in order, and return
+        ``{algorithm: "ALGORITHM:HEX"}`` (the same on a second call)."""
+        if self._sums is not None:
+            return self._sums
         with open(os.dup(self._descriptor), "rb", buffering=0) as raw:  # the decoder's file is its own
-            raw.seek(0)
-            sums = file_checksums(raw, self._algorithms, on_bytes=counted)
+            raw.seek(self._hashed)
+            hash_from(raw, self._hash)
         after = _identity(os.fstat(self._descriptor))
-        if after != self._before or read != self._before[1]:
+        if after != self._before or self._hashed != self._before[1]:
             raise ShortRead(
                 f"{self._path} changed while being read ({self._before[1]} bytes when opened, {after[1]} "
-                f"after, {read} read): read it again once it is no longer being written"
+                f"after, {self._hashed} read): read it again once it is no longer being written"
             )
-        return sums
+        self._sums = {name: f"{name}:{hasher.hexdigest()}" for name, hasher in self._hashers.items()}
+        return self._sums
+
+
+class InOrder(io.RawIOBase):
+    """pyarrow's reader of a local file, each read handed to ``took(start, bytes)`` as it returns (what
+    :class:`LocalOnce` hashes for a decoder that reads from the first byte on). Reads go straight into
+    the caller's buffer: no copy is added."""
+
+    def __init__(self, native: Any, took: Callable[[int, memoryview], None]) -> None:
+        super().__init__()
+        self._native = native
+        self._took = took
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return int(self._native.tell())
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        return int(self._native.seek(offset, whence))
+
+    def size(self) -> int:
+        return int(self._native.size())
+
+    def readinto(self, buffer: Any) -> int:
+        start = self._native.tell()
+        n = int(self._native.readinto(buffer))
+        if n:
+            self._took(start, memoryview(buffer).cast("B")[:n])
+        return n
+
+    def read(self, size: int | None = -1) -> bytes:
+        start = self._native.tell()
+        data = bytes(self._native.read(None if size is None or size < 0 else size))
+        if data:
+            self._took(start, memoryview(data))
+        return data
+
+    def readall(self) -> bytes:
+        return self.read()
 
 
 def _identity(stat: os.stat_result) -> tuple[int, int, int, int]:

@@ -83,6 +83,7 @@ def iter_range(
             rng.shard,
             check,
             lambda handle: iter_open_shard(handle, loc, rng.shard, fmt, schema=schema, batch_rows=batch_rows),
+            in_order=fmt.index_by_scan,
         )
         return
     if rng.whole:
@@ -112,11 +113,17 @@ def iter_range(
 
 
 def _checked_shard(
-    loc: Location, path: str, shard: Shard, read: Callable[[IO[bytes]], Iterator[_Item]]
+    loc: Location,
+    path: str,
+    shard: Shard,
+    read: Callable[[IO[bytes]], Iterator[_Item]],
+    *,
+    in_order: bool = False,
 ) -> Iterator[_Item]:
-    """What ``read`` yields from the shard opened once, its size and checksum checked (:func:`iter_range`)."""
+    """What ``read`` yields from the shard opened once, its size and checksum checked (:func:`iter_range`);
+    ``in_order``: ``read`` reads the file from its first byte on (see :func:`~dsm.shards.read_once`)."""
     algorithm = algorithm_of(shard.checksum or "")
-    with read_once(loc, path, (algorithm,)) as opened:
+    with read_once(loc, path, (algorithm,), in_order=in_order) as opened:
         if opened.size != shard.bytes:
             raise _changed_source(path, f"{opened.size} bytes, expected {shard.bytes}")
         handle: IO[bytes] = opened.file  # type: ignore[assignment]

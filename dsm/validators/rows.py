@@ -116,7 +116,8 @@ def check_shard(
         return decided, None
     algorithm = algorithm_of(shard.checksum or "")
     try:
-        with read_once(loc, shard.path, (algorithm,), on_bytes=on_bytes) as opened:
+        opening = read_once(loc, shard.path, (algorithm,), on_bytes=on_bytes, in_order=fmt.index_by_scan)
+        with opening as opened:
             handle: IO[bytes] = opened.file  # type: ignore[assignment]
             rows = check_rows(loc, shard, fmt, schema, on_rows=on_rows, batch_rows=batch_rows, handle=handle)
             # Every byte the decoder did not ask for (or did not reach, if it failed) is hashed here.
