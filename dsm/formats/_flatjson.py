@@ -180,11 +180,14 @@ class FlatScanner:
             columns.append(column)
         return cls(kernel, columns)
 
-    def scan(self, chunk: bytes) -> pa.Table | None:
-        """The chunk's rows, or None where any line is not in the scanner's subset (or it is turned off)."""
+    def scan(self, chunk: bytes, *, newlines: int | None = None) -> pa.Table | None:
+        """The chunk's rows, or None where any line is not in the scanner's subset (or it is turned off).
+        ``newlines``: the chunk's newline bytes, where the caller counted them."""
         if not _enabled() or len(chunk) >= 1 << 31:
             return None
-        rows = count_newlines(chunk) + (0 if chunk.endswith(b"\n") else 1)
+        if newlines is None:
+            newlines = count_newlines(chunk)
+        rows = newlines + (0 if chunk.endswith(b"\n") else 1)
         bitmap = (rows + 7) // 8
         outputs = []
         for column in self._columns:

@@ -68,8 +68,13 @@ _STRING_LITERAL = re.compile(rb'"(?:[^"\\]|\\.)*"')
 # ---------------------------------------------------------------------------------------------- chunks
 
 
-def _iter_chunks(stream: Any, chunk_bytes: int = _CHUNK_BYTES) -> Iterator[tuple[int, bytes]]:
-    """``(first line number, bytes)`` for runs of whole lines of about ``chunk_bytes``.
+_Chunk = tuple[int, bytes, int]
+"""A run of whole lines: its first line's number, its bytes, and how many newline bytes they hold."""
+
+
+def _iter_chunks(stream: Any, chunk_bytes: int = _CHUNK_BYTES) -> Iterator[_Chunk]:
+    """``(first line number, bytes, newlines in them)`` for runs of whole lines of about ``chunk_bytes``:
+    the newlines are counted once, for the line numbers and for the parser, which sizes its columns by them.
 
     Each chunk is a fresh ``bytearray`` (it has every method of ``bytes`` the readers use) that the file
     is read straight into, after the partial line the previous read left: the only copy is that partial
@@ -92,7 +97,7 @@ def _iter_chunks(stream: Any, chunk_bytes: int = _CHUNK_BYTES) -> Iterator[tuple
             del data[len(pending) + (got or 0) :]
         if len(data) == len(pending):  # end of the stream
             if pending:
-                yield line, cast(bytes, data)
+                yield line, cast(bytes, data), count_newlines(data)
             return
         cut = data.rfind(b"\n") + 1
         if cut == 0:
@@ -102,8 +107,9 @@ def _iter_chunks(stream: Any, chunk_bytes: int = _CHUNK_BYTES) -> Iterator[tuple
             continue
         pending = bytes(memoryview(data)[cut:])
         del data[cut:]
-        yield line, cast(bytes, data)  # a bytearray: the readers use only what it shares with bytes
-        line += count_newlines(data)
+        newlines = count_newlines(data)
+        yield line, cast(bytes, data), newlines  # a bytearray: the readers use only what it shares with bytes
+        line += newlines
 
 
 def _depth(line: bytes) -> int:
@@ -544,10 +550,12 @@ class _ChunkParser:
         )
         self._scanner = None if self._native_schema is None else FlatScanner.of(self._native_schema)
 
-    def parse(self, chunk: bytes, first_line: int) -> pa.Table:
+    def parse(self, chunk: bytes, first_line: int, *, newlines: int | None = None) -> pa.Table:
+        """The rows of ``chunk``, whole lines whose first is line ``first_line``; ``newlines`` is how many
+        newline bytes it holds, where the caller counted them already."""
         if not chunk or chunk.isspace():  # as ``not chunk.strip()``, without copying a 16 MiB chunk
             return self.schema.empty_table()
-        table = self._scan_flat(chunk) if self._scanner is not None else None
+        table = self._scan_flat(chunk, newlines) if self._scanner is not None else None
         if table is None:
             _check_nesting(chunk, first_line, self.shard)
             table = self._parse_native(chunk) if self._native_schema is not None else None
@@ -575,11 +583,11 @@ class _ChunkParser:
             return self._finished(table)
         return None
 
-    def _scan_flat(self, chunk: bytes) -> pa.Table | None:
+    def _scan_flat(self, chunk: bytes, newlines: int | None) -> pa.Table | None:
         """The table from the compiled scanner of flat lines, or None where it leaves the chunk to pyarrow's
         parser (a line outside its subset) or the rows are not valid (pyarrow's parser then decides)."""
         assert self._scanner is not None
-        table = self._scanner.scan(chunk)
+        table = self._scanner.scan(chunk, newlines=newlines)
         return None if table is None else self._finished(table)
 
     def _finished(self, table: pa.Table) -> pa.Table | None:
@@ -701,7 +709,7 @@ class JsonlFormat(Format):
         """See :func:`dsm.formats._jsontext.json_stored_type`: dictionaries and views are held as values."""
         return json_stored_type(type_)
 
-    def _chunks(self, file: IO[bytes]) -> Iterator[tuple[int, bytes]]:
+    def _chunks(self, file: IO[bytes]) -> Iterator[_Chunk]:
         try:
             yield from _iter_chunks(open_input_stream(file, self.compression))
         except (pa.ArrowException, OSError) as exc:
@@ -713,12 +721,12 @@ class JsonlFormat(Format):
 
     def read_schema(self, file: IO[bytes], *, shard: str) -> pa.Schema:
         """The schema pyarrow infers from the lines in the first ~1 MiB (every field nullable)."""
-        for _, chunk in self._named(self._chunks(file), shard):
+        for _, chunk, _ in self._named(self._chunks(file), shard):
             if chunk.strip():
                 return _infer(_head(chunk, _INFER_BYTES), shard)
         return pa.schema([])
 
-    def _named(self, chunks: Iterator[tuple[int, bytes]], shard: str) -> Iterator[tuple[int, bytes]]:
+    def _named(self, chunks: Iterator[_Chunk], shard: str) -> Iterator[_Chunk]:
         try:
             yield from chunks
         except FormatError as exc:
@@ -738,13 +746,13 @@ class JsonlFormat(Format):
         if schema is not None:
             project_schema(schema, columns, shard=shard)
             parser = self._parser(schema, shard)
-        for first_line, chunk in self._named(self._chunks(file), shard):
+        for first_line, chunk, newlines in self._named(self._chunks(file), shard):
             if parser is None:
                 if not chunk or chunk.isspace():
                     continue
                 parser = self._parser(_infer(_head(chunk, _INFER_BYTES), shard), shard)
                 project_schema(parser.schema, columns, shard=shard)
-            table = parser.parse(chunk, first_line)
+            table = parser.parse(chunk, first_line, newlines=newlines)
             if columns is not None:
                 table = table.select(list(columns))
             yield from table.combine_chunks().to_batches(max_chunksize=batch_rows)
@@ -776,7 +784,7 @@ class JsonlFormat(Format):
         if seek is not None and seekable and seek.line is not None and 0 < seek.row <= start_row:
             file.seek(seek.offset)
             row, line, offset = seek.row, seek.line, seek.offset
-        for first_line, chunk in self._named(self._chunks(file), shard):
+        for first_line, chunk, newlines in self._named(self._chunks(file), shard):
             chunk_line = line + first_line - 1
             starts, lines = row_starts(chunk)
             if row + len(starts) <= start_row:
@@ -785,7 +793,9 @@ class JsonlFormat(Format):
             cut = max(start_row - row, 0)
             base = int(starts[cut]) if cut else 0
             table = parser.parse(
-                chunk[base:] if base else chunk, chunk_line + (int(lines[cut]) if cut else 0)
+                chunk[base:] if base else chunk,
+                chunk_line + (int(lines[cut]) if cut else 0),
+                newlines=None if base else newlines,
             )
             if columns is not None:
                 table = table.select(list(columns))
@@ -799,9 +809,7 @@ class JsonlFormat(Format):
                         row=row + done, offset=offset + int(starts[done]), line=chunk_line + int(lines[done])
                     )
                 elif points:
-                    point = SeekPoint(
-                        row=row + done, offset=offset + len(chunk), line=chunk_line + count_newlines(chunk)
-                    )
+                    point = SeekPoint(row=row + done, offset=offset + len(chunk), line=chunk_line + newlines)
                 yield batch, point
             row, offset = row + len(starts), offset + len(chunk)
 
@@ -809,7 +817,7 @@ class JsonlFormat(Format):
         """Blocks of lines found by one pass over the file (newlines only, nothing is parsed)."""
         file.seek(0)
         builder = LineIndexBuilder()
-        for first_line, chunk in self._named(self._chunks(file), shard):
+        for first_line, chunk, _ in self._named(self._chunks(file), shard):
             starts, lines = row_starts(chunk)
             builder.add(len(chunk), starts, lines, first_line)
         return builder.finish(format=self.name, info={"compressed": self.compression is not None})

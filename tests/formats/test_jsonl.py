@@ -236,12 +236,12 @@ def test_chunks_are_whole_lines_that_add_up_to_the_file(
     else:
         stream = io.BytesIO(data) if most is None else _Trickle(data, most)
     chunks = list(_iter_chunks(stream, chunk_bytes))
-    assert b"".join(bytes(c) for _, c in chunks) == data
+    assert b"".join(bytes(c) for _, c, _ in chunks) == data
     line = 1
-    for index, (first_line, chunk) in enumerate(chunks):
+    for index, (first_line, chunk, newlines) in enumerate(chunks):
         assert first_line == line and chunk
         assert chunk.endswith(b"\n") or index == len(chunks) - 1
-        assert count_newlines(chunk) == chunk.count(b"\n")
+        assert count_newlines(chunk) == newlines == chunk.count(b"\n")
         line += chunk.count(b"\n")
 
 
