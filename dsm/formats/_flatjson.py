@@ -181,8 +181,9 @@ class FlatScanner:
         return cls(kernel, columns)
 
     def scan(self, chunk: bytes, *, newlines: int | None = None) -> pa.Table | None:
-        """The chunk's rows, or None where any line is not in the scanner's subset (or it is turned off).
-        ``newlines``: the chunk's newline bytes, where the caller counted them."""
+        """The chunk's rows, validated (texts as UTF-8), or None where any line is not in the scanner's
+        subset, a text is not UTF-8 (or it is turned off). ``newlines``: the chunk's newline bytes, where
+        the caller counted them."""
         if not _enabled() or len(chunk) >= 1 << 31:
             return None
         if newlines is None:
@@ -204,14 +205,19 @@ class FlatScanner:
         if found is None:
             return None
         arrays = []
-        for column, (values, validity, data), (used, nulls) in zip(
+        for column, (values, validity, data), (used, nulls, ascii) in zip(
             self._columns, outputs, found, strict=True
         ):
             buffers = [validity if nulls else None, values]
             if data is not None:
                 data.resize(used)
                 buffers.append(data)
-            arrays.append(pa.Array.from_buffers(column.field.type, rows, buffers, null_count=nulls))
+            array = pa.Array.from_buffers(column.field.type, rows, buffers, null_count=nulls)
+            try:
+                array.validate(full=not ascii)  # the UTF-8 of texts that are not all ASCII
+            except pa.ArrowInvalid:
+                return None
+            arrays.append(array)
         return pa.Table.from_arrays(arrays, schema=self._schema)
 
 

@@ -23,7 +23,8 @@
  * Exponents past 300, results that overflow or are subnormal and tokens over 127 bytes are left to pyarrow.
  * Timestamps: "YYYY-MM-DDTHH:MM:SS", an optional fraction of at most the unit's digits, and "Z" exactly
  * when the field has a time zone.
- * Strings are copied as they are (no escapes); the caller validates their UTF-8.
+ * Strings are copied as they are (no escapes); the caller validates the UTF-8 of a field whose bytes are
+ * not all ASCII (each field says whether they are).
  *
  * newlines(data) counts the newline bytes of data (for the line formats' chunks and line numbers).
  *
@@ -59,6 +60,7 @@ typedef struct {
     int64_t data_used;
     int64_t nulls;
     int64_t seen_row;
+    unsigned char high; /* the string bytes ORed: bit 7 set where one is not ASCII */
 } Field;
 
 static locale_t c_locale = (locale_t)0;
@@ -215,13 +217,48 @@ static int parse_float(const char **pp, const char *e, int kind, uint8_t *out, i
     return 1;
 }
 
-/* The end of a string's bytes (at its closing quote), or NULL for an escape or a control character. */
-static inline const char *string_end(const char *p, const char *e) {
-    while (p < e) {
-        unsigned char c = (unsigned char)*p;
-        if (c == '"') return p;
+/* The byte loops marked so are built for x86-64-v3 (AVX2) and the baseline, the loader picking the one the
+ * CPU runs (GCC's function multi-versioning): the compiler turns them into 32-byte vector compares. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && __GNUC__ >= 12
+#define VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define VECTOR_CLONES
+#endif
+
+/* Nonzero when one of the 64 bytes at p is a control character (below 0x20), a quote or a backslash: a
+ * branch-free OR over the block, which the compiler vectorises (the 64-bit word tricks it replaced ran at
+ * a third of the speed). Where high is not NULL, the block's bytes are ORed into it (bit 7: a byte that
+ * is not ASCII); inlined with NULL, that OR is not computed. */
+static inline int special_in_block(const unsigned char *p, unsigned char *high) {
+    unsigned char any = 0, all = 0;
+    for (int i = 0; i < 64; ++i) {
+        any |= (unsigned char)((p[i] < 0x20) | (p[i] == '"') | (p[i] == '\\'));
+        all |= p[i];
+    }
+    if (high != NULL) *high |= all;
+    return any;
+}
+
+/* The end of a string's bytes (at its closing quote), or NULL for an escape or a control character; the
+ * bytes passed over are ORed into *high. 64 bytes at a time while a block holds none of the bytes looked
+ * for (texts are most of a line's bytes: byte by byte, this loop was most of the scan). */
+static inline const char *string_end(const char *p, const char *e, unsigned char *high) {
+    const unsigned char *u = (const unsigned char *)p, *end = (const unsigned char *)e;
+    unsigned char seen = 0;
+    while (end - u >= 64) {
+        unsigned char block = 0;
+        if (special_in_block(u, &block)) break;
+        seen |= block;
+        u += 64;
+    }
+    for (; u < end; ++u) {
+        unsigned char c = *u;
+        if (c == '"') {
+            *high |= seen;
+            return (const char *)u;
+        }
         if (c == '\\' || c < 0x20) return NULL;
-        ++p;
+        seen |= c;
     }
     return NULL;
 }
@@ -249,7 +286,8 @@ static int64_t days_from_civil(int64_t y, int m, int d) {
 static int parse_timestamp(const char **pp, const char *e, int unit, int64_t *out) {
     static const int MONTH_DAYS[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
     const char *p = *pp + 1;
-    const char *end = string_end(p, e);
+    unsigned char high = 0;
+    const char *end = string_end(p, e, &high);
     int y, mo, d, h, mi, s, frac = 0, nfrac = 0;
     int unit_digits = unit & 15, zoned = (unit & TS_ZONED) != 0;
     if (end == NULL || end - p < 19) return 0;
@@ -334,7 +372,7 @@ static int parse_value(const char **pp, const char *e, Field *f, int64_t row) {
         break;
     case K_STR32: case K_STR64: {
         if (*p != '"') return 0;
-        const char *end = string_end(p + 1, e);
+        const char *end = string_end(p + 1, e, &f->high);
         if (end == NULL) return 0;
         int64_t len = end - (p + 1);
         if (len > f->data_cap - f->data_used) return 0;
@@ -379,7 +417,8 @@ static int64_t scan_lines(const char *p, const char *e, Field *fields, Py_ssize_
         } else {
             for (;;) {
                 if (p >= e || *p != '"') return -1;
-                const char *key = p + 1, *key_end = string_end(key, e);
+                unsigned char high = 0;
+                const char *key = p + 1, *key_end = string_end(key, e, &high);
                 if (key_end == NULL) return -1;
                 Py_ssize_t index = find_field(fields, n, next, key, key_end - key);
                 if (index < 0 || fields[index].seen_row == row) return -1;
@@ -511,7 +550,8 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     result = PyTuple_New(n);
     if (result == NULL) goto done;
     for (Py_ssize_t i = 0; i < n; ++i) {
-        PyObject *item = Py_BuildValue("(LL)", (long long)fields[i].data_used, (long long)fields[i].nulls);
+        PyObject *item = Py_BuildValue("(LLO)", (long long)fields[i].data_used, (long long)fields[i].nulls,
+                                       (fields[i].high & 0x80) ? Py_False : Py_True);
         if (item == NULL) {
             Py_CLEAR(result);
             goto done;
@@ -766,23 +806,6 @@ done:
     return result;
 }
 
-/* The byte loops below are built for x86-64-v3 (AVX2) and the baseline, the loader picking the one the CPU
- * runs (GCC's function multi-versioning): the compiler turns them into 32-byte vector compares. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && __GNUC__ >= 12
-#define VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define VECTOR_CLONES
-#endif
-
-/* Nonzero when one of the 64 bytes at p is a control character (below 0x20), a quote or a backslash: a
- * branch-free OR over the block, which the compiler vectorises (the 64-bit word tricks it replaced ran at
- * a third of the speed). */
-static inline int special_in_block(const unsigned char *p) {
-    unsigned char any = 0;
-    for (int i = 0; i < 64; ++i) any |= (unsigned char)((p[i] < 0x20) | (p[i] == '"') | (p[i] == '\\'));
-    return any;
-}
-
 /* Bits 0-31: the control characters present; bit 32: a backslash; bit 33: a quote. */
 VECTOR_CLONES
 static uint64_t escapes_in(const unsigned char *p, Py_ssize_t len) {
@@ -792,7 +815,7 @@ static uint64_t escapes_in(const unsigned char *p, Py_ssize_t len) {
     /* 64 bytes at a time; only a block holding one of the bytes looked for is read byte by byte. Most text
      * has none in most blocks: the byte-by-byte table alone was a quarter of a Parquet -> JSONL job. */
     for (; e - p >= 64; p += 64)
-        if (special_in_block(p))
+        if (special_in_block(p, NULL))
             for (int i = 0; i < 64; ++i) seen[p[i]] = 1;
     for (; p < e; ++p) seen[*p] = 1;
     for (int c = 0; c < 0x20; ++c)
@@ -855,7 +878,7 @@ static PyMethodDef methods[] = {
     {"newlines", newlines, METH_VARARGS, "newlines(data) -> int: how many newline bytes data holds"},
     {"join", join, METH_VARARGS, "join(parts, rows, out) -> None: the lines of a batch, row by row, into out"},
     {"scan", scan, METH_VARARGS,
-     "scan(chunk, kinds, names, units, outputs, rows) -> ((data bytes, nulls) per field) or None"},
+     "scan(chunk, kinds, names, units, outputs, rows) -> ((data bytes, nulls, ascii) per field) or None"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -588,16 +588,18 @@ class _ChunkParser:
         parser (a line outside its subset) or the rows are not valid (pyarrow's parser then decides)."""
         assert self._scanner is not None
         table = self._scanner.scan(chunk, newlines=newlines)
-        return None if table is None else self._finished(table)
+        return None if table is None else self._finished(table, validated=True)
 
-    def _finished(self, table: pa.Table) -> pa.Table | None:
+    def _finished(self, table: pa.Table, *, validated: bool = False) -> pa.Table | None:
         try:
-            return self._finish_native(table)
+            return self._finish_native(table, validated=validated)
         except (RowProblem, pa.ArrowException, ValueError):
             return None
 
-    def _finish_native(self, table: pa.Table) -> pa.Table | None:
-        table.validate(full=True)  # pyarrow's JSON parser does not check that strings are UTF-8
+    def _finish_native(self, table: pa.Table, *, validated: bool) -> pa.Table | None:
+        """``table`` in the stored types; ``validated``: its arrays were checked (UTF-8 included)."""
+        if not validated:
+            table.validate(full=True)  # pyarrow's JSON parser does not check that strings are UTF-8
         columns = []
         for field, column in zip(self._stored, table.columns, strict=True):
             array = whole(column)

@@ -581,3 +581,48 @@ def test_rounded_numbers_are_written_by_the_kernel(type_: pa.DataType, scale: in
     texts = _flatjson.float_texts(arr)
     assert texts is not None and texts.equals(arr.cast(pa.large_string()))
     assert _flatjson.float_texts(arr.cast(pa.float16())) is None  # not a width the kernel writes
+
+
+# ------------------------------------------------------------------------------------------ long texts
+
+_TEXT_PIECES = st.one_of(
+    st.text(
+        alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E, exclude_characters='"\\'), max_size=90
+    ).map(str.encode),
+    st.text(min_size=1, max_size=12).map(lambda t: t.encode("utf-8", "surrogatepass")),  # any character
+    st.sampled_from([b'"', b"\\", b"\\n", b"\x00", b"\x1f", b"\t", b"\x7f"]),  # ends, escapes, controls
+    st.sampled_from([b"\x80", b"\xc3", b"\xc3\x28", b"\xe2\x82", b"\xed\xa0\x80", b"\xf8\x88\x80\x80\x80"]),
+    st.binary(min_size=1, max_size=4),
+    st.integers(1, 200).map(lambda n: b"a" * n),  # runs that fill whole blocks
+)
+
+
+@built
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    texts=st.lists(st.lists(_TEXT_PIECES, max_size=12).map(b"".join), min_size=1, max_size=4),
+    wide=st.booleans(),
+    last_newline=st.booleans(),
+)
+def test_long_texts_are_scanned_as_json_reads_them_and_never_accepted_unless_utf8(
+    texts: list[bytes], wide: bool, last_newline: bool
+) -> None:
+    """Texts of any length, their closing quote, an escape, a control character or a byte that is not
+    ASCII anywhere (on either side of the 64-byte blocks the scanner looks at), valid UTF-8 or not: what the
+    scanner accepts is what a strict JSON reader reads from the same lines, it never accepts a text that is
+    not UTF-8, and it accepts every line of plain texts."""
+    schema = pa.schema([("f", pa.large_string() if wide else pa.string())])
+    scanner = FlatScanner.of(schema)
+    assert scanner is not None
+    chunk = b"\n".join(b'{"f":"' + text + b'"}' for text in texts) + (b"\n" if last_newline else b"")
+    got = scanner.scan(chunk)
+    try:
+        want = [json.loads(line.decode("utf-8"))["f"] for line in chunk.split(b"\n")[: len(texts)]]
+    except (UnicodeDecodeError, ValueError, TypeError, KeyError):
+        want = None
+    if got is not None:
+        assert want is not None, f"the scanner accepts {chunk[:200]!r}, a strict JSON reader does not"
+        assert got.column("f").to_pylist() == want
+    plain = all(not set(text) & set(b'"\\' + bytes(range(0x20))) for text in texts)
+    if plain and want is not None:
+        assert got is not None, f"the scanner refuses plain texts: {chunk[:200]!r}"
