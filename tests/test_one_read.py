@@ -222,7 +222,7 @@ def test_any_order_of_reads_hashes_the_whole_file_once(
 def _file_and_reads(draw: st.DrawFn) -> tuple[bytes, list[tuple[int, int, bool]]]:
     """A file's bytes, and reads of it: (offset within the file, bytes to read or -1 for all, readinto)."""
     data = draw(st.binary(max_size=3000))
-    at = st.integers(0, len(data))
+    at = st.integers(0, len(data) + 5)  # a few positions past the end too
     reads = draw(st.lists(st.tuples(at, st.integers(-1, 1200), st.booleans()), max_size=12))
     return data, reads
 
@@ -251,12 +251,14 @@ def test_a_local_file_read_in_any_order_is_hashed_whole_and_each_byte_once(
             given = 0  # the bytes from the first on that the decoder has been given, in order
             for pos, n, into in reads:
                 at = f.seek(pos)
+                if n < 0 and not into and at > len(data) and not in_order:
+                    continue  # pyarrow's own file cannot read "the rest" from past its end
                 want = data[at:] if n < 0 else data[at : at + n]
                 if into:
                     buffer = bytearray(len(want) if n < 0 else n)
                     got = bytes(buffer[: f.readinto(buffer)])
                 else:
-                    got = f.read(None if n < 0 else n)  # pyarrow's own file reads all for None
+                    got = f.read(None if n < 0 else n)
                 assert got == want
                 if at <= given:
                     given = max(given, at + len(got))

@@ -214,7 +214,9 @@ class FlatScanner:
                 buffers.append(data)
             array = pa.Array.from_buffers(column.field.type, rows, buffers, null_count=nulls)
             try:
-                array.validate(full=not ascii)  # the UTF-8 of texts that are not all ASCII
+                # In full (null counts, offsets, UTF-8), but for texts the kernel found all ASCII: their
+                # offsets only grow as the kernel writes them, and ASCII is UTF-8.
+                array.validate(full=data is None or not ascii)
             except pa.ArrowInvalid:
                 return None
             arrays.append(array)

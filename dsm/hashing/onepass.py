@@ -326,7 +326,9 @@ class InOrder(io.RawIOBase):
 
     def read(self, size: int | None = -1) -> bytes:
         start = self._native.tell()
-        data = bytes(self._native.read(None if size is None or size < 0 else size))
+        if size is None or size < 0:
+            size = max(0, self._native.size() - start)  # pyarrow's read() fails past the end
+        data = bytes(self._native.read(size))
         if data:
             self._took(start, memoryview(data))
         return data
