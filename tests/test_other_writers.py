@@ -5,6 +5,7 @@ conversion of them publishes a version that verifies deep."""
 from __future__ import annotations
 
 import datetime
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,9 +15,11 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import dsm
-from dsm.formats import contract_format
+from dsm.formats import contract_format, get_format
 from dsm.hashing.fingerprint import digest_batches
 from dsm.shards import iter_shard
 from dsm.storage import location
@@ -200,3 +203,36 @@ def test_files_hugging_face_datasets_writes_register_to_the_table_fingerprint(
     assert contract.fingerprint.ordered == digest_batches(table.to_batches()).ordered
     result = dsm.convert_format(contract.ref, str(tmp_path / "arrow"), format="arrow", registry=registry)
     assert dsm.verify(result.dataset, deep=True, registry=registry).ok
+
+
+# ------------------------------------------------------------------------------------ long texts in JSONL
+
+_TEXTS = st.lists(
+    st.one_of(
+        st.text(max_size=40),  # any character: quotes, backslashes, controls, beyond ASCII
+        st.integers(1, 300).map(lambda n: "w" * n),  # runs that fill the scanner's 64-byte blocks
+        st.sampled_from(['"', "\\", "\n", "\t", "é", "名", "😀", "\u2028"]),
+    ),
+    max_size=8,
+).map("".join)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(texts=st.lists(st.one_of(st.none(), _TEXTS), min_size=1, max_size=6))
+def test_long_texts_in_jsonl_other_tools_write_read_back_as_written(texts: list[str | None]) -> None:
+    """Texts of any length and characters, in JSONL that DuckDB, Polars and pandas write (raw UTF-8 or
+    escaped, as each does), read back as the texts written: whichever of dsm's readers takes a block (the
+    compiled scanner for lines without escapes, pyarrow's parser for the others)."""
+    table = pa.table({"id": pa.array(range(len(texts)), pa.int64()), "text": pa.array(texts, pa.string())})
+    schema = dsm.Schema.from_arrow(table.schema)
+    fmt = get_format("jsonl")
+    with tempfile.TemporaryDirectory() as folder:
+        for writer in ("duckdb-jsonl", "polars-jsonl", "pandas-jsonl"):
+            path = Path(folder) / f"{writer}.jsonl"
+            WRITERS[writer][1](table, path)
+            with path.open("rb") as file:
+                batches = list(fmt.iter_batches(file, shard=path.name, schema=schema.to_arrow()))
+            got = (
+                pa.Table.from_batches(batches, schema=table.schema) if batches else table.schema.empty_table()
+            )
+            assert got.equals(table), (writer, path.read_bytes()[:300])
