@@ -21,7 +21,9 @@ Both tools use every core. dsm also checks every source checksum, takes every wr
 row fingerprint (from the bytes and batches as they are written: its default proof), proves the dataset
 fingerprint and registers the result; DuckDB does none of that. Where a source row group of 16-64 MiB
 decoded lies whole in one output file (the text and numeric shapes), dsm's reshard writes it as stored,
-digested by decoding the bytes written (docs/rewrite.md); DuckDB decodes and encodes every row.
+digested by decoding the bytes written (docs/rewrite.md); runs of smaller groups whole in one output file
+(the small-groups shape) are assembled into one group each, their text columns from the source's pages
+and the other columns encoded again; DuckDB decodes and encodes every row.
 Targets: reshard at most 0.9x DuckDB's wall time, Parquet -> JSONL at most 0.8x, JSONL -> Parquet at most
 1.0x, shuffled at most 1.2x; dsm's peak RSS under 1 GiB and flat across sizes.
 

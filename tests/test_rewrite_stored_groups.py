@@ -34,8 +34,10 @@ from tests.trust_support import check_published
 
 
 @contextmanager
-def _keeping_every_size() -> Iterator[list[int]]:
-    """Groups of any size may be kept; yields the rows of each group written as stored."""
+def _keeping_every_size(assemble_up_to: int | None = None) -> Iterator[list[int]]:
+    """Groups of any size may be kept (``assemble_up_to``: none is, every group is small enough to be
+    assembled with its neighbours into groups of that many decoded bytes); yields the rows of each group
+    written as stored."""
     kept: list[int] = []
     real = writer_module.ParquetFileWriter.write_stored
 
@@ -43,8 +45,10 @@ def _keeping_every_size() -> Iterator[list[int]]:
         kept.append(group.rows)
         real(self, group)
 
+    bounds = (0, 1 << 62) if assemble_up_to is None else (1 << 62, 1 << 62)
     with (
-        mock.patch.object(reading, "KEPT_GROUP_BYTES", (0, 1 << 62)),
+        mock.patch.object(reading, "KEPT_GROUP_BYTES", bounds),
+        mock.patch.object(reading, "ROW_GROUP_BYTES", assemble_up_to or reading.ROW_GROUP_BYTES),
         mock.patch.object(writer_module.ParquetFileWriter, "write_stored", spy),
     ):
         yield kept
@@ -111,6 +115,7 @@ def _every_page_has_a_crc(path: Path) -> bool:
     ),
     workers=st.sampled_from([1, 2]),
     read_back=st.booleans(),
+    assemble_up_to=st.one_of(st.none(), st.integers(1, 4_000)),
 )
 @example(  # a file pyarrow writes and cannot read: assumed away, not taken for a failure of dsm
     table=pa.table(
@@ -132,6 +137,7 @@ def _every_page_has_a_crc(path: Path) -> bool:
     layout={},
     workers=1,
     read_back=True,
+    assemble_up_to=None,
 )
 def test_generated_rewrites_keeping_stored_groups_publish_what_they_read(
     table: pa.Table,
@@ -144,7 +150,10 @@ def test_generated_rewrites_keeping_stored_groups_publish_what_they_read(
     layout: dict[str, int],
     workers: int,
     read_back: bool,
+    assemble_up_to: int | None,
 ) -> None:
+    """Groups kept, or (``assemble_up_to``) runs of small groups assembled from their pages: any table,
+    any layout of the source's pages."""
     assume(layout.get("num_shards", 1) <= max(1, table.num_rows))
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -171,7 +180,7 @@ def test_generated_rewrites_keeping_stored_groups_publish_what_they_read(
             contract = dsm.register(str(root / "source"), name="src", registry=registry)
         except SchemaError:  # a type pyarrow writes and reads back as another (list_view as list)
             assume(False)
-        with _keeping_every_size() as kept:
+        with _keeping_every_size(assemble_up_to) as kept:
             if layout:
                 result = dsm.reshard(
                     contract.ref,
@@ -192,7 +201,7 @@ def test_generated_rewrites_keeping_stored_groups_publish_what_they_read(
                     read_back=read_back,
                     registry=registry,
                 )
-        event("kept groups" if kept else "no group kept")
+        event(("assembled" if assemble_up_to else "kept") + (" groups" if kept else ": none"))
         check_published(result.contract, _stored_rows(contract, registry), registry, ordered=True)
         for shard in result.contract.shards:
             assert _every_page_has_a_crc(root / "out" / shard.path)
@@ -226,15 +235,150 @@ def test_groups_whole_in_one_file_are_kept_and_the_others_decoded(tmp_path: Path
     assert layouts[0][0] == 1_000 and layouts[1][-1] == 1_000  # kept whole at the start, at the end
 
 
-def test_without_the_widened_bounds_small_groups_are_decoded(tmp_path: Path) -> None:
+def test_without_the_widened_bounds_small_groups_are_assembled(tmp_path: Path) -> None:
+    """Groups of 1,000 rows (a few KiB) are assembled, each file's two into one group: the text column's
+    pages taken as stored (one dictionary page of distinct values in row order and its indices 0, 1, 2,
+    ... become one data page of version 2), the other columns encoded again."""
     contract = _source(tmp_path)
+    registry = str(tmp_path / "registry")
     kept: list[int] = []
     real = writer_module.ParquetFileWriter.write_stored
     with mock.patch.object(
         writer_module.ParquetFileWriter, "write_stored", lambda self, g: (kept.append(g.rows), real(self, g))
     ):
-        dsm.reshard(contract.ref, str(tmp_path / "out"), num_shards=3, registry=str(tmp_path / "registry"))
-    assert kept == []
+        result = dsm.reshard(contract.ref, str(tmp_path / "out"), num_shards=3, registry=registry)
+    assert kept == [2_000] * 3
+    check_published(result.contract, pq.read_table(tmp_path / "source"), registry, ordered=True)
+    for shard in result.contract.shards:
+        path = tmp_path / "out" / shard.path
+        assert _group_rows(path) == [2_000]
+        text = pq.ParquetFile(path).metadata.row_group(0).column(1)
+        assert text.path_in_schema == "text" and not text.has_dictionary_page
+        assert _page_kinds(path, 1) == [3, 3]  # one page of version 2 per source group
+        assert _every_page_has_a_crc(path)
+
+
+def _page_kinds(path: Path, column: int) -> list[int]:
+    """The page types of a column's chunk in the first row group (0 data, 2 dictionary, 3 data v2)."""
+    from dsm.formats._thrift import decode_struct
+
+    data = path.read_bytes()
+    with path.open("rb") as handle:
+        meta = value_of(value_of(read_footer(handle).row_groups[0], 1).values[column], 3)
+    position = value_of(meta, 11) or value_of(meta, 9)
+    end = position + value_of(meta, 7)
+    kinds = []
+    while position < end:
+        header, body = decode_struct(data, position)
+        kinds.append(value_of(header, 1))
+        position = body + value_of(header, 3)
+    return kinds
+
+
+def test_a_column_whose_dictionary_repeats_values_is_encoded_again_beside_one_assembled(
+    tmp_path: Path,
+) -> None:
+    rows = 4_000
+    table = pa.table(
+        {
+            "id": pa.array(range(rows), pa.int64()),
+            "lang": [("en", "fr", "de")[i % 3] for i in range(rows)],
+            "text": [f"row {i} " * (1 + i % 5) for i in range(rows)],
+        }
+    )
+    _write_source(tmp_path / "source", table, 2, row_group_size=500, compression="zstd")
+    registry = str(tmp_path / "registry")
+    contract = dsm.register(str(tmp_path / "source"), name="src", registry=registry)
+    with _keeping_every_size(assemble_up_to=1 << 30) as kept:
+        result = dsm.reshard(contract.ref, str(tmp_path / "out"), num_shards=2, registry=registry)
+    assert kept == [2_000, 2_000]
+    check_published(result.contract, pq.read_table(tmp_path / "source"), registry, ordered=True)
+    path = tmp_path / "out" / result.contract.shards[0].path
+    assert _page_kinds(path, 1)[0] == 2  # lang: a dictionary page, encoded again by pyarrow's writer
+    assert set(_page_kinds(path, 2)) == {3}  # text: the source's dictionary pages, as data pages
+
+
+def test_statistics_a_source_misstates_are_not_carried_over(tmp_path: Path) -> None:
+    """A source chunk claims an exact least value below its values: the assembled group's statistics
+    would claim it too, so the run is decoded and written again, with the statistics of its values."""
+    from dsm.formats._thrift import BINARY, Field, decode_struct, encode_struct, without
+
+    table = pa.table({"id": pa.array(range(4_000), pa.int64()), "text": [f"t{i:05d}" for i in range(4_000)]})
+    _write_source(tmp_path / "source", table, 2, row_group_size=1_000, compression="zstd")
+    path = tmp_path / "source" / "part-0.parquet"
+    data = path.read_bytes()
+    length = int.from_bytes(data[-8:-4], "little")
+    tree, _ = decode_struct(data, len(data) - 8 - length)
+    meta = value_of(value_of(value_of(tree, 4).values[0], 1).values[1], 3)
+    stats = value_of(meta, 12)
+    stats[:] = sorted([*without(stats, 6), Field(6, BINARY, b"")], key=lambda item: item.id)
+    footer = encode_struct(tree)
+    path.write_bytes(data[: len(data) - 8 - length] + footer + len(footer).to_bytes(4, "little") + b"PAR1")
+    assert pq.ParquetFile(path).metadata.row_group(0).column(1).statistics.min == ""
+    registry = str(tmp_path / "registry")
+    contract = dsm.register(str(tmp_path / "source"), name="src", registry=registry)
+    with _keeping_every_size(assemble_up_to=1 << 30) as kept:
+        result = dsm.reshard(contract.ref, str(tmp_path / "out"), num_shards=2, registry=registry)
+    assert kept == [2_000]  # part-1's run; part-0's is written from its rows
+    check_published(result.contract, table, registry, ordered=True)
+    for shard in result.contract.shards:
+        metadata = pq.ParquetFile(tmp_path / "out" / shard.path).metadata
+        values = pq.read_table(tmp_path / "out" / shard.path).column("text").to_pylist()
+        stats = metadata.row_group(0).column(1).statistics
+        assert (stats.min, stats.max) == (min(values), max(values))
+
+
+def _hugging_face(table: pa.Table, path: Path) -> None:
+    datasets = pytest.importorskip("datasets")
+    datasets.Dataset(table).to_parquet(str(path), batch_size=1_000)  # groups of 1,000 rows, as by default
+
+
+def _duckdb(table: pa.Table, path: Path) -> None:
+    import duckdb
+
+    with duckdb.connect() as con:
+        con.register("source_rows", table)
+        con.sql(f"COPY source_rows TO '{path}' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 1000)")
+
+
+def _polars(table: pa.Table, path: Path, **options: Any) -> None:
+    import polars as pl
+
+    pl.from_arrow(table).write_parquet(path, row_group_size=1_000, compression="zstd", **options)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("write", "assembled"),
+    [
+        (_hugging_face, True),
+        (lambda t, p: t.to_pandas().to_parquet(p, row_group_size=1_000, compression="zstd"), True),
+        (lambda t, p: _polars(t, p, use_pyarrow=True), True),
+        (_polars, False),  # Polars' own writer stores the schema otherwise: decoded
+        (_duckdb, False),  # so does DuckDB
+    ],
+    ids=["hugging-face-datasets", "pandas", "polars-pyarrow", "polars", "duckdb"],
+)
+def test_small_groups_other_tools_write_are_assembled_or_decoded_and_publish_what_they_hold(
+    tmp_path: Path, write: Any, assembled: bool
+) -> None:
+    rows = 6_000
+    table = pa.table(
+        {
+            "id": pa.array(range(rows), pa.int64()),
+            "text": [f"row {i} é " * (1 + i % 5) if i % 13 else None for i in range(rows)],
+            "lang": [("en", "fr")[i % 2] for i in range(rows)],
+        }
+    )
+    (tmp_path / "source").mkdir()
+    write(table, tmp_path / "source" / "part-0.parquet")
+    registry = str(tmp_path / "registry")
+    contract = dsm.register(str(tmp_path / "source"), name="src", registry=registry)
+    with _keeping_every_size(assemble_up_to=1 << 30) as kept:
+        result = dsm.reshard(
+            contract.ref, str(tmp_path / "out"), num_shards=2, compression="zstd", registry=registry
+        )
+    assert kept == ([3_000, 3_000] if assembled else [])
+    check_published(result.contract, _stored_rows(contract, registry), registry, ordered=True)
 
 
 @pytest.mark.parametrize(

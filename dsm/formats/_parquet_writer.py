@@ -33,7 +33,7 @@ from dsm.formats._common import (
 from dsm.formats._stored_groups import StoredGroup, footer_with_groups
 from dsm.formats.base import FormatWriter
 
-__all__ = ["ENCODERS", "GroupEncoders", "ParquetFileWriter", "encoded_group"]
+__all__ = ["ENCODERS", "GroupEncoders", "ParquetFileWriter", "encoded_group", "writer_options"]
 
 T = TypeVar("T")
 _MAX_BUFFERED_BYTES = 256 * 1024 * 1024  # a row group is cut early rather than hold more than this
@@ -66,14 +66,7 @@ class ParquetFileWriter(FormatWriter):
         written: which columns are dictionary-encoded is decided on them (:func:`_dictionary_columns`), for
         every group of the file."""
         if self._opened is None:
-            asked = self._format_options
-            self._options = {
-                "compression": asked["compression"],
-                "compression_level": asked["compression_level"],
-                "use_dictionary": _dictionary_columns(first) if asked["use_dictionary"] else False,
-                "write_statistics": asked["write_statistics"],
-                "write_page_checksum": True,
-            }
+            self._options = writer_options(first, self._format_options)
             self._opened = pq.ParquetWriter(self._native, self._schema, **self._options)
         return self._opened
 
@@ -240,6 +233,18 @@ class GroupEncoders:
 
 
 ENCODERS = GroupEncoders()
+
+
+def writer_options(first: pa.Table, asked: Mapping[str, Any]) -> dict[str, Any]:
+    """pyarrow's writer options for a file whose first rows are ``first``, from the format's (``asked``):
+    which columns are dictionary-encoded is decided on those rows (:func:`_dictionary_columns`)."""
+    return {
+        "compression": asked["compression"],
+        "compression_level": asked["compression_level"],
+        "use_dictionary": _dictionary_columns(first) if asked["use_dictionary"] else False,
+        "write_statistics": asked["write_statistics"],
+        "write_page_checksum": True,
+    }
 
 
 def encoded_group(group: pa.Table, schema: pa.Schema, options: dict[str, Any]) -> list[StoredGroup]:

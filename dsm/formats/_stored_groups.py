@@ -21,6 +21,7 @@ Structures, fields by their Parquet thrift ids: FileMetaData (2 schema, 3 num_ro
 from __future__ import annotations
 
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import IO, Any
@@ -44,7 +45,17 @@ from dsm.formats._thrift import (
     without,
 )
 
-__all__ = ["Footer", "StoredGroup", "footer_with_groups", "read_footer", "template_footer"]
+__all__ = [
+    "Footer",
+    "StoredGroup",
+    "column_path",
+    "footer_with_groups",
+    "joined",
+    "read_at",
+    "read_footer",
+    "read_schema",
+    "template_footer",
+]
 
 _DATA_PAGE, _DICTIONARY_PAGE, _DATA_PAGE_V2 = 0, 2, 3
 _MAGIC = b"PAR1"
@@ -100,6 +111,11 @@ def _checked(tree: list[Field]) -> Footer:
 
 def read_footer(file: IO[bytes]) -> Footer:
     """The footer of an open Parquet file (ThriftError or ValueError if there is none to decode)."""
+    return _decoded_footer(_footer_bytes(file))
+
+
+def _footer_bytes(file: IO[bytes]) -> bytes:
+    """The bytes of an open Parquet file's footer struct."""
     file.seek(0, 2)
     size = file.tell()
     file.seek(max(0, size - 8))
@@ -108,8 +124,26 @@ def read_footer(file: IO[bytes]) -> Footer:
     if len(tail) < 8 or tail[4:] != _MAGIC or length + 12 > size:
         raise ThriftError("no Parquet footer")
     file.seek(size - 8 - length)
-    tree, end = decode_struct(file.read(length))
-    if end != length:
+    return file.read(length)
+
+
+def read_schema(file: IO[bytes]) -> list[Any]:
+    """The Parquet schema (its SchemaElements) of an open Parquet file, decoded without the row groups
+    (ThriftError or ValueError if there is none to decode)."""
+    tree, _ = decode_struct(_footer_bytes(file), until=3)
+    schema = value_of(tree, 2)
+    if not isinstance(schema, Items) or schema.kind != LIST or schema.type != STRUCT:
+        raise ThriftError("not a Parquet footer (no schema)")
+    return list(schema.values)
+
+
+@lru_cache(maxsize=4)
+def _decoded_footer(data: bytes) -> Footer:
+    """The footer encoded in ``data`` (its struct alone). The same bytes give the same tree, which no
+    caller changes: a rewrite reads a source's footer to plan and again to copy its groups, and decoding
+    one of thousands of groups takes a while."""
+    tree, end = decode_struct(data)
+    if end != len(data):
         raise ThriftError("the footer's length does not match its struct")
     return _checked(tree)
 
@@ -170,10 +204,10 @@ class StoredGroup:
                 return None
             if not isinstance(value_of(meta, 6), int):
                 return None  # no uncompressed size to carry over
-            data = _read_at(file, min(start, data_start), length)
+            data = read_at(file, min(start, data_start), length)
             if len(data) != length:
                 return None
-            paged = _with_crcs(data, where=f"{where} column {_path(meta)}")
+            paged = _with_crcs(data, where=f"{where} column {column_path(meta)}")
             if paged is None or paged[3] != value_of(meta, 5):
                 return None
             body, dictionary, first_data, _values, grew = paged
@@ -233,7 +267,7 @@ class StoredGroup:
         ]
         return sorted(group, key=lambda item: item.id)
 
-    def alone(self, template: Footer) -> bytes:
+    def alone(self, template: Footer) -> pa.Buffer:
         """A whole Parquet file of this group alone under ``template``'s schema and metadata: what a reader
         of the written file decodes this group as."""
         head = len(_MAGIC)
@@ -243,20 +277,29 @@ class StoredGroup:
             Field(4, LIST, Items(LIST, STRUCT, [_unnumbered(self.placed(head))])),
         ]
         footer = encode_struct(sorted(tree, key=lambda item: item.id))
-        return b"".join([_MAGIC, *self.chunks, footer, len(footer).to_bytes(4, "little"), _MAGIC])
+        return joined([_MAGIC, *self.chunks, footer, len(footer).to_bytes(4, "little"), _MAGIC])
 
 
-def _read_at(file: IO[bytes], offset: int, length: int) -> bytes:
+def joined(pieces: Iterable[bytes | memoryview | pa.Buffer]) -> pa.Buffer:
+    """``pieces`` one after another in one buffer, copied without holding the interpreter's lock (a
+    group's chunks are tens of MiB, and the threads reading other files wait for it)."""
+    sink = pa.BufferOutputStream()
+    for piece in pieces:
+        sink.write(piece)
+    return sink.getvalue()
+
+
+def read_at(file: IO[bytes], offset: int, length: int) -> bytes:
     """``length`` bytes at ``offset``: by a positional read where the file has one (pyarrow's own file, which
     the decoder may be reading at the same time), else by seeking."""
-    read_at = getattr(file, "read_at", None)
-    if read_at is not None:
-        return bytes(read_at(length, offset))
+    positional = getattr(file, "read_at", None)
+    if positional is not None:
+        return bytes(positional(length, offset))
     file.seek(offset)
     return file.read(length)
 
 
-def _path(meta: list[Field]) -> str:
+def column_path(meta: list[Field]) -> str:
     names = value_of(meta, 3)
     return ".".join(n.decode("utf-8", "replace") for n in names.values) if names is not None else "?"
 

@@ -150,7 +150,7 @@ class _Reader:
             return self.struct(depth + 1)
         raise ThriftError(f"unknown type {type_}")
 
-    def struct(self, depth: int) -> list[Field]:
+    def struct(self, depth: int, until: int | None = None) -> list[Field]:
         fields: list[Field] = []
         last = 0
         while True:
@@ -159,6 +159,8 @@ class _Reader:
                 return fields
             delta, type_ = header >> 4, header & 0x0F
             id_ = last + delta if delta else self.zigzag()
+            if until is not None and id_ >= until:
+                return fields
             if type_ in (BOOL, _FALSE):
                 fields.append(Field(id_, BOOL, type_ == BOOL))
             else:
@@ -166,10 +168,13 @@ class _Reader:
             last = id_
 
 
-def decode_struct(data: bytes | memoryview, pos: int = 0) -> tuple[list[Field], int]:
-    """The struct that starts at ``pos`` and the position after it (ThriftError if it is not one)."""
+def decode_struct(
+    data: bytes | memoryview, pos: int = 0, *, until: int | None = None
+) -> tuple[list[Field], int]:
+    """The struct that starts at ``pos`` and the position after it (ThriftError if it is not one).
+    ``until``: its fields up to the first whose id is that or more, where it stops (and says no position)."""
     reader = _Reader(data, pos)
-    return reader.struct(0), reader.pos
+    return reader.struct(0, until), reader.pos
 
 
 # --------------------------------------------------------------------------------------------- encoding

@@ -1,6 +1,7 @@
 """Reading a rewrite's source: the rows of a range of a source shard, checked against the shard's contract
 entry by the read that copies them, and (Parquet to Parquet) the row groups that can be written as stored
-(:mod:`dsm.formats._stored_groups`) as :class:`Kept` items among the batches."""
+(:mod:`dsm.formats._stored_groups`) and the runs of small ones assembled into one
+(:mod:`dsm.formats._stored_pages`), as :class:`Kept` items among the batches."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from dsm.contract import Shard
 from dsm.errors import CheckFailed, FormatError, SchemaError
 from dsm.formats import Format
 from dsm.formats._common import describe_exception
-from dsm.formats._stored_groups import Footer, StoredGroup, read_footer, template_footer
+from dsm.formats._stored_groups import Footer, StoredGroup, read_footer, read_schema, template_footer
+from dsm.formats._stored_pages import Bounds, assemble_group
 from dsm.formats._thrift import ThriftError, value_of
 from dsm.formats.parquet import ParquetFormat
 from dsm.hashing.checksum import algorithm_of, short_checksum
@@ -193,11 +195,11 @@ def read_range(ctx: RewriteSource, rng: SourceRange, cuts: Sequence[int]) -> Ite
 
 
 def _may_keep(ctx: RewriteSource, rng: SourceRange, cuts: Sequence[int]) -> bool:
-    """Whether a row group of ``rng`` is of a size to keep, lies whole in one output file and is in a file
-    whose stored schema is the writer's: pyarrow's reading of the footer first (fast where a footer lists
-    thousands of small groups), then the footer's schema itself. A file that cannot be read says so to the
-    decoder."""
-    low, high = KEPT_GROUP_BYTES
+    """Whether a row group of ``rng`` is of a size to keep or assemble, lies whole in one output file and is
+    in a file whose stored schema is the writer's: pyarrow's reading of the footer first (fast where a
+    footer lists thousands of small groups), then the footer's schema itself (decoded without the groups).
+    A file that cannot be read says so to the decoder."""
+    high = KEPT_GROUP_BYTES[1]
     try:
         with open_shard(ctx.source_loc, rng.shard) as handle:
             metadata = pq.read_metadata(handle)
@@ -207,11 +209,14 @@ def _may_keep(ctx: RewriteSource, rng: SourceRange, cuts: Sequence[int]) -> bool
                 group = metadata.row_group(index)
                 start, row = row, row + group.num_rows
                 sized = sized or (
-                    _whole_in_one_file(start, row, rng, cuts) and low <= group.total_byte_size <= high
+                    _whole_in_one_file(start, row, rng, cuts) and 0 < group.total_byte_size <= high
                 )
             if not sized:
                 return False
-            return _groups_to_keep(ctx, rng, cuts, read_footer(handle))[1] != set()
+            template, _ = template_footer(
+                ctx.written_schema, str(cast(ParquetFormat, ctx.out_fmt).compression)
+            )
+            return read_schema(handle) == template.schema
     except (OSError, ValueError, pa.ArrowException, ThriftError):
         return False
 
@@ -222,14 +227,15 @@ def _whole_in_one_file(start: int, stop: int, rng: SourceRange, cuts: Sequence[i
 
 def _groups_to_keep(
     ctx: RewriteSource, rng: SourceRange, cuts: Sequence[int], footer: Footer
-) -> tuple[list[tuple[int, int]], set[int]]:
-    """``(group, first row)`` of each row group holding rows of ``rng``, and those that may be kept: whole
-    in one output file, of :data:`KEPT_GROUP_BYTES`, in a file whose stored schema is the writer's."""
+) -> tuple[list[tuple[int, int]], set[int], dict[int, int]]:
+    """``(group, first row)`` of each row group holding rows of ``rng``; those that may be kept (whole in
+    one output file, of :data:`KEPT_GROUP_BYTES`, in a file whose stored schema is the writer's); and the
+    smaller ones that may be assembled with their neighbours, with their decoded bytes."""
     template, _ = template_footer(ctx.written_schema, str(cast(ParquetFormat, ctx.out_fmt).compression))
     if footer.encrypted or footer.schema != template.schema:
-        return [], set()
+        return [], set(), {}
     low, high = KEPT_GROUP_BYTES
-    spans, keep = [], set()
+    spans, keep, small = [], set(), {}
     row = 0
     for index, group in enumerate(footer.row_groups):
         rows = int(value_of(group, 3) or 0)
@@ -237,9 +243,39 @@ def _groups_to_keep(
         if row <= rng.start or start >= rng.stop or rows == 0:
             continue
         spans.append((index, start))
-        if _whole_in_one_file(start, row, rng, cuts) and low <= int(value_of(group, 2) or 0) <= high:
+        size = int(value_of(group, 2) or 0)
+        if not _whole_in_one_file(start, row, rng, cuts) or size <= 0:
+            continue
+        if low <= size <= high:
             keep.add(index)
-    return spans, keep
+        elif size < low:
+            small[index] = size
+    return spans, keep, small
+
+
+def _segments(
+    spans: list[tuple[int, int]], keep: set[int], small: Mapping[int, int]
+) -> Iterator[tuple[str, list[int], int]]:
+    """``(what, groups, first row)`` in order: a group to keep, runs of small groups to assemble into
+    groups of about :data:`ROW_GROUP_BYTES` decoded, and single groups to decode."""
+    run: list[int] = []
+    first = size = 0
+    for index, start in spans:
+        if index in small:
+            if not run:
+                first, size = start, 0
+            run.append(index)
+            size += small[index]
+            if size >= ROW_GROUP_BYTES:
+                yield "assemble", run, first
+                run = []
+            continue
+        if run:
+            yield "assemble", run, first
+            run = []
+        yield ("keep" if index in keep else "decode"), [index], start
+    if run:
+        yield "assemble", run, first
 
 
 def _keeping(
@@ -247,31 +283,52 @@ def _keeping(
 ) -> Iterator[pa.RecordBatch | Kept]:
     """Walk the row groups that hold rows of ``rng`` (the footer read again, from the read that copies
     them): each that may be kept (:func:`_groups_to_keep`) is read as stored, unless
-    :meth:`StoredGroup.read` finds it cannot be; runs of the others are decoded."""
-    template, codec = template_footer(ctx.written_schema, str(cast(ParquetFormat, ctx.out_fmt).compression))
+    :meth:`StoredGroup.read` finds it cannot be; each run of small ones is assembled into one group
+    (:func:`~dsm.formats._stored_pages.assemble_group`), unless it cannot be or its statistics do not hold
+    for its values; the rest is decoded, in runs."""
+    out_fmt = cast(ParquetFormat, ctx.out_fmt)
+    template, codec = template_footer(ctx.written_schema, str(out_fmt.compression))
     try:
         footer: Footer | None = read_footer(handle)
     except (ThriftError, ValueError):
         footer = None  # the decoder says what is wrong with the file
-    spans, keep = _groups_to_keep(ctx, rng, cuts, footer) if footer is not None else ([], set())
-    if footer is None or not keep:
+    spans, keep, small = _groups_to_keep(ctx, rng, cuts, footer) if footer is not None else ([], set(), {})
+    if footer is None or not (keep or small):
         yield from _decoded_groups(ctx, rng, handle, None, 0)
         return
+    parquet: pq.ParquetFile | None = None
     pending: list[int] = []
     first_row = 0
-    for index, start in spans:
-        stored = None
-        if index in keep:
-            where = f"shard {rng.shard} row group {index}"
-            stored = StoredGroup.read(handle, footer, index, codec, statistics=True, where=where)
-        if stored is None:
+    for what, groups, start in _segments(spans, keep, small):
+        group_name = f"{rng.shard} row group {groups[0]}"
+        where = f"shard {group_name}"
+        stored: StoredGroup | None = None
+        bounds: list[Bounds] = []
+        if what == "keep":
+            stored = StoredGroup.read(handle, footer, groups[0], codec, statistics=True, where=where)
+        elif what == "assemble":
+            parquet = parquet or pq.ParquetFile(handle)
+            options = out_fmt.options()
+            built = assemble_group(
+                handle,
+                parquet,
+                footer,
+                groups,
+                template,
+                ctx.written_schema,
+                options,
+                where=f"shard {rng.shard}",
+            )
+            stored, bounds = built if built is not None else (None, [])
+        digest = None if stored is None else _stored_digest(ctx, stored, template, group_name, bounds)
+        if stored is None or digest is None:
             if not pending:
                 first_row = start
-            pending.append(index)
+            pending.extend(groups)
             continue
         yield from _decoded_groups(ctx, rng, handle, pending, first_row)
         pending = []
-        yield Kept(stored, _stored_digest(ctx, stored, template, f"{rng.shard} row group {index}"))
+        yield Kept(stored, digest)
     yield from _decoded_groups(ctx, rng, handle, pending, first_row)
 
 
@@ -304,10 +361,12 @@ def _decoded_groups(
             return
 
 
-def _stored_digest(ctx: RewriteSource, stored: StoredGroup, template: Footer, where: str) -> RowDigest:
+def _stored_digest(
+    ctx: RewriteSource, stored: StoredGroup, template: Footer, where: str, bounds: Sequence[Bounds] = ()
+) -> RowDigest | None:
     """The digest of a stored group's rows as a reader of the written file decodes them: its file alone,
     under the footer the writer gives (``template``), decoded into the types the target stores and
-    checked as a source shard is."""
+    checked as a source shard is; None where the ``bounds`` of its assembled columns do not hold."""
     digest = RowDigest.empty()
     for batch in ctx.source_fmt.iter_batches(
         pa.BufferReader(stored.alone(template)),
@@ -316,9 +375,11 @@ def _stored_digest(ctx: RewriteSource, stored: StoredGroup, template: Footer, wh
         batch_rows=ctx.plan.batch_rows,
     ):
         digest = digest + digest_batch(batch)
+        for column in bounds:
+            column.add(batch)
     if digest.rows != stored.rows:
         raise FormatError(f"shard {where}: {digest.rows} rows decoded, its footer declares {stored.rows}")
-    return digest
+    return digest if all(column.holds() for column in bounds) else None
 
 
 class SourceChanged(CheckFailed):

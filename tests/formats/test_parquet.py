@@ -202,5 +202,6 @@ def test_files_written_with_either_dictionary_choice_are_published_verified(
         for i, kind in enumerate(kinds):
             if distinct[i] == 3000 and kind != pa.int8():
                 assert not pages[f"c{i}"], (kind, "mostly distinct: plain")
-            elif distinct[i] <= 50:
+            elif distinct[i] <= 50 and table.column(f"c{i}").null_count < rows:
+                # (a column of nulls alone may be taken from the source's pages: nothing to choose)
                 assert pages[f"c{i}"], (kind, "repeated: a dictionary")
