@@ -6,6 +6,7 @@ files decode and encode back to the very same bytes, and bytes that are not a st
 from __future__ import annotations
 
 import io
+import itertools
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -131,6 +132,11 @@ def test_a_struct_tree_decodes_from_its_encoding(tree: list[Field], prefix: byte
     assert decode_struct(prefix + encoded + b"\x99", len(prefix)) == (tree, len(prefix) + len(encoded))
     assert decode_struct(bytearray(encoded)) == (tree, len(encoded))
     assert decode_struct(memoryview(b"\x00" + encoded)[1:]) == (tree, len(encoded))
+    # up to a field: those before it, read in order (field ids ascend in what Parquet writers encode)
+    for until in {item.id for item in tree} | {1 << 20}:
+        fields, _ = decode_struct(encoded, until=until)
+        head = list(itertools.takewhile(lambda item, until=until: item.id < until, tree))
+        assert fields == head
 
 
 # Bytes as the compact protocol's specification spells them (thrift/doc/specs/thrift-compact-protocol.md):

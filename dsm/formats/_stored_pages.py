@@ -87,6 +87,8 @@ class Bounds:
 
     def add(self, batch: pa.RecordBatch) -> None:
         column = batch.column(self.name)
+        if pa.types.is_dictionary(column.type):  # a dictionary type is stored as its values
+            column = column.dictionary_decode()
         self._nulls += column.null_count
         if column.null_count == len(column):
             return
@@ -147,7 +149,7 @@ def assemble_group(
     if len(others):
         try:
             table = parquet.read_row_groups(list(groups), columns=others.names, use_threads=False)
-        except (pa.ArrowException, ValueError):
+        except (pa.ArrowException, OSError, ValueError):
             return None  # decoded as rows, the decoder says what is wrong
         if [f.type for f in table.schema] != [f.type for f in others] or table.num_rows != rows:
             return None
@@ -444,7 +446,7 @@ def _decompressed(body: memoryview, size: int, codec: str | None) -> bytes | mem
         return body
     try:
         return bytes(pa.Codec(codec).decompress(body, decompressed_size=size, asbytes=True))
-    except pa.ArrowException:
+    except (pa.ArrowException, OSError, ValueError):
         raise _Cannot from None
 
 

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from dsm.formats._stored_groups import read_footer, template_footer
+from dsm.formats._stored_groups import read_footer, read_schema, template_footer
 from dsm.formats._stored_pages import assemble_group
 from dsm.formats._thrift import value_of
 from dsm.formats.parquet import ParquetFormat
@@ -115,6 +115,7 @@ def test_generated_groups_assembled_from_pages_hold_the_rows_and_their_statistic
     storage = fmt.storage(table.schema)
     template, _ = template_footer(storage.schema, options["compression"])
     footer = read_footer(io.BytesIO(source.getvalue()))
+    assert read_schema(io.BytesIO(source.getvalue())) == footer.schema
     assume(footer.schema == template.schema)
     handle = pa.BufferReader(source.getvalue())
     parquet = pq.ParquetFile(handle)
