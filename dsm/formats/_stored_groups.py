@@ -21,7 +21,7 @@ Structures, fields by their Parquet thrift ids: FileMetaData (2 schema, 3 num_ro
 from __future__ import annotations
 
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import IO, Any
@@ -48,13 +48,16 @@ from dsm.formats._thrift import (
 __all__ = [
     "Footer",
     "StoredGroup",
+    "chunk_pages",
     "column_path",
     "footer_with_groups",
     "joined",
     "read_at",
     "read_footer",
     "read_schema",
+    "signed_crc",
     "template_footer",
+    "with_crc",
 ]
 
 _DATA_PAGE, _DICTIONARY_PAGE, _DATA_PAGE_V2 = 0, 2, 3
@@ -309,36 +312,58 @@ def column_path(meta: list[Field]) -> str:
     return ".".join(n.decode("utf-8", "replace") for n in names.values) if names is not None else "?"
 
 
+def with_crc(header: list[Field], crc: int) -> bytes:
+    """A page header's bytes, with ``crc`` (signed, as Parquet stores it) for the page's CRC."""
+    return encode_struct(sorted([*without(header, 4), Field(4, I32, crc)], key=lambda item: item.id))
+
+
+def signed_crc(*pieces: bytes | memoryview) -> int:
+    """The CRC-32 of ``pieces`` one after another, as a page header stores it (a signed 32-bit integer)."""
+    crc = 0
+    for piece in pieces:
+        crc = zlib.crc32(piece, crc)
+    return crc - (1 << 32) if crc >= 1 << 31 else crc
+
+
+def chunk_pages(chunk: bytes, *, where: str) -> Iterator[tuple[list[Field], memoryview, int]]:
+    """Each page of a column chunk: its header, its body and the body's signed CRC-32, checked against the
+    header's where it has one (FormatError, naming ``where``); ThriftError where a page runs past the
+    chunk or a header is no struct."""
+    view = memoryview(chunk)
+    position = 0
+    while position < len(chunk):
+        header, start = decode_struct(chunk, position)
+        size = value_of(header, 3)
+        if not isinstance(size, int) or size < 0 or start + size > len(chunk):
+            raise ThriftError("a page runs past its column chunk")
+        body = view[start : start + size]
+        crc = signed_crc(body)
+        stored = value_of(header, 4)
+        if stored is not None and stored != crc:
+            raise FormatError(f"{where}: a page's CRC does not match its bytes: the file is damaged")
+        yield header, body, crc
+        position = start + size
+
+
 def _with_crcs(chunk: bytes, *, where: str) -> tuple[bytes, int | None, int, int, int] | None:
     """The chunk's pages, each header given its page's CRC-32 (a CRC already there is checked), with the
     offsets of its dictionary page and first data page, its values, and how many bytes the headers grew;
     None if the pages do not fill the chunk exactly."""
     out = bytearray()
-    position = values = 0
+    values = 0
     dictionary: int | None = None
     first_data: int | None = None
     try:
-        while position < len(chunk):
-            header, body = decode_struct(chunk, position)
-            size, kind = value_of(header, 3), value_of(header, 1)
-            if not isinstance(size, int) or size < 0 or body + size > len(chunk):
-                return None
-            page = chunk[body : body + size]
-            crc = zlib.crc32(page)
-            signed = crc - (1 << 32) if crc >= 1 << 31 else crc
-            stored = value_of(header, 4)
-            if stored is not None and stored != signed:
-                raise FormatError(f"{where}: a page's CRC does not match its bytes: the file is damaged")
+        for header, body, crc in chunk_pages(chunk, where=where):
+            kind = value_of(header, 1)
             if kind == _DICTIONARY_PAGE and dictionary is None and first_data is None:
                 dictionary = len(out)
             elif kind in (_DATA_PAGE, _DATA_PAGE_V2):
                 if first_data is None:
                     first_data = len(out)
                 values += int(value_of(value_of(header, 5 if kind == _DATA_PAGE else 8), 1))
-            header = sorted([*without(header, 4), Field(4, I32, signed)], key=lambda item: item.id)
-            out += encode_struct(header)
-            out += page
-            position = body + size
+            out += with_crc(header, crc)
+            out += body
     except (ThriftError, TypeError, AttributeError):
         return None
     if first_data is None:

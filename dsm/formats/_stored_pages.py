@@ -26,7 +26,6 @@ version 2 (1 values, 2 nulls, 3 rows, 4 encoding, 5-6 level lengths, 7 compresse
 
 from __future__ import annotations
 
-import zlib
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -37,9 +36,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from dsm.errors import FormatError
 from dsm.formats._parquet_writer import encoded_group, writer_options
-from dsm.formats._stored_groups import Footer, StoredGroup, column_path, joined, read_at
+from dsm.formats._stored_groups import (
+    Footer,
+    StoredGroup,
+    chunk_pages,
+    column_path,
+    joined,
+    read_at,
+    signed_crc,
+    with_crc,
+)
 from dsm.formats._thrift import (
     BINARY,
     BOOL,
@@ -50,8 +57,6 @@ from dsm.formats._thrift import (
     Field,
     Items,
     ThriftError,
-    decode_struct,
-    encode_struct,
     field,
     value_of,
 )
@@ -305,17 +310,9 @@ def _pages_of(
     indexed = values = uncompressed = 0
     done = False
 
-    def emit(header: list[Field], *body: bytes | memoryview) -> None:
+    def emit(header: list[Field], *body: bytes | memoryview, crc: int | None = None) -> None:
         nonlocal uncompressed
-        crc = 0
-        for piece in body:
-            crc = zlib.crc32(piece, crc)
-        header = sorted(
-            [item for item in header if item.id != 4]
-            + [Field(4, I32, crc - (1 << 32) if crc >= 1 << 31 else crc)],
-            key=lambda item: item.id,
-        )
-        encoded = encode_struct(header)
+        encoded = with_crc(header, signed_crc(*body) if crc is None else crc)
         out.append(encoded)
         out.extend(body)
         uncompressed += len(encoded) + int(value_of(header, 2))
@@ -354,7 +351,7 @@ def _pages_of(
         values += count
         done = True
 
-    for header, body in _pages(chunk, where):
+    for header, body, crc in chunk_pages(chunk, where=where):
         kind = value_of(header, 1)
         if kind == _DICTIONARY_PAGE:
             if (
@@ -382,29 +379,11 @@ def _pages_of(
         if encoding not in _SELF_CONTAINED:
             raise _Cannot
         flush()
-        emit(header, body)
+        emit(header, body, crc=crc)
         kinds[(kind, encoding)] += 1
         values += int(value_of(page, 1))
     flush()
     return values, uncompressed
-
-
-def _pages(chunk: bytes, where: str) -> Iterator[tuple[list[Field], memoryview]]:
-    """Each page of a column chunk: its header and its body, whose CRC (where it has one) is checked."""
-    position = 0
-    view = memoryview(chunk)
-    while position < len(chunk):
-        header, start = decode_struct(chunk, position)
-        size = value_of(header, 3)
-        if not isinstance(size, int) or size < 0 or start + size > len(chunk):
-            raise _Cannot
-        body = view[start : start + size]
-        stored = value_of(header, 4)
-        crc = zlib.crc32(body)
-        if stored is not None and stored != (crc - (1 << 32) if crc >= 1 << 31 else crc):
-            raise FormatError(f"{where}: a page's CRC does not match its bytes: the file is damaged")
-        yield header, body
-        position = start + size
 
 
 def _indices(
