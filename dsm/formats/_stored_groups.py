@@ -48,6 +48,7 @@ from dsm.formats._thrift import (
 __all__ = [
     "Footer",
     "StoredGroup",
+    "chunk_bytes",
     "chunk_pages",
     "column_path",
     "footer_with_groups",
@@ -196,19 +197,14 @@ class StoredGroup:
         chunks, columns = [], []
         for chunk_tree in value_of(group, 1).values:
             meta = value_of(chunk_tree, 3)
-            if not isinstance(meta, list) or any(field(chunk_tree, i) is not None for i in (1, 8, 9)):
-                return None  # in another file, or encrypted
-            if value_of(meta, 4) != codec or (statistics and field(meta, 12) is None):
+            if not isinstance(meta, list) or value_of(meta, 4) != codec:
                 return None
-            start = value_of(meta, 11) or value_of(meta, 9)
-            length = value_of(meta, 7)
-            data_start = value_of(meta, 9)
-            if not all(isinstance(n, int) and n > 0 for n in (start, length, data_start)):
+            if statistics and field(meta, 12) is None:
                 return None
             if not isinstance(value_of(meta, 6), int):
                 return None  # no uncompressed size to carry over
-            data = read_at(file, min(start, data_start), length)
-            if len(data) != length:
+            data = chunk_bytes(file, chunk_tree)
+            if data is None:
                 return None
             paged = _with_crcs(data, where=f"{where} column {column_path(meta)}")
             if paged is None or paged[3] != value_of(meta, 5):
@@ -295,6 +291,20 @@ def joined(pieces: Sequence[bytes | memoryview | pa.Buffer]) -> pa.Buffer:
     for piece in pieces:
         sink.write(piece)
     return out
+
+
+def chunk_bytes(file: IO[bytes], chunk: list[Field]) -> bytes | None:
+    """The bytes of a column chunk (a ColumnChunk tree of ``file``'s footer): from its dictionary page, or
+    its first data page, on; None where they are not all in ``file`` (another file's, encrypted, offsets
+    missing or past the end)."""
+    meta = value_of(chunk, 3)
+    if not isinstance(meta, list) or any(field(chunk, i) is not None for i in (1, 8, 9)):
+        return None  # in another file, or encrypted
+    start, data_start, length = value_of(meta, 11) or value_of(meta, 9), value_of(meta, 9), value_of(meta, 7)
+    if not all(isinstance(n, int) and n > 0 for n in (start, data_start, length)):
+        return None
+    data = read_at(file, min(start, data_start), length)
+    return data if len(data) == length else None
 
 
 def read_at(file: IO[bytes], offset: int, length: int) -> bytes:

@@ -40,10 +40,10 @@ from dsm.formats._parquet_writer import encoded_group, writer_options
 from dsm.formats._stored_groups import (
     Footer,
     StoredGroup,
+    chunk_bytes,
     chunk_pages,
     column_path,
     joined,
-    read_at,
     signed_crc,
     with_crc,
 )
@@ -59,6 +59,8 @@ from dsm.formats._thrift import (
     ThriftError,
     field,
     value_of,
+    varint_at,
+    varint_bytes,
 )
 
 __all__ = ["Bounds", "assemble_group"]
@@ -240,19 +242,8 @@ def _assembled_column(
         for index in groups:
             tree = value_of(footer.row_groups[index], 1).values[leaf]
             meta = value_of(tree, 3)
-            if not isinstance(meta, list) or any(field(tree, i) is not None for i in (1, 8, 9)):
-                return None  # in another file, or encrypted
-            start, data_start, length = (
-                value_of(meta, 11) or value_of(meta, 9),
-                value_of(meta, 9),
-                value_of(meta, 7),
-            )
-            if value_of(meta, 1) != _BYTE_ARRAY or not all(
-                isinstance(n, int) and n > 0 for n in (start, data_start, length)
-            ):
-                return None
-            data = read_at(file, min(start, data_start), length)
-            if len(data) != length:
+            data = chunk_bytes(file, tree)
+            if data is None or value_of(meta, 1) != _BYTE_ARRAY:
                 return None
             where_chunk = f"{where} row group {index} column {column_path(meta)}"
             count, size = _pages_of(data, optional, _CODECS[codec], out, kinds, where=where_chunk)
@@ -438,7 +429,9 @@ def _hybrid(data: bytes | memoryview, position: int, end: int, width: int, count
     filled = 0
     value_bytes = (width + 7) // 8
     while filled < count:
-        run, position = _uvarint(data, position, end)
+        run, position = varint_at(data, position)
+        if position > end:
+            raise _Cannot
         if run & 1:
             groups = run >> 1
             size = groups * width
@@ -459,38 +452,17 @@ def _hybrid(data: bytes | memoryview, position: int, end: int, width: int, count
     return out
 
 
-def _uvarint(data: bytes | memoryview, position: int, end: int) -> tuple[int, int]:
-    shift = result = 0
-    while position < end and shift < 64:
-        byte = data[position]
-        position += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, position
-        shift += 7
-    raise _Cannot
-
-
 def _level_bytes(defs: np.ndarray) -> bytes:
     """Definition levels (0 or 1) in the hybrid encoding, one run: of one value repeated, else bit-packed."""
     count = len(defs)
     if not count:
         return b""
     if defs.all() or not defs.any():
-        return _varint_bytes(count << 1) + (b"\x01" if defs[0] else b"\x00")
+        return varint_bytes(count << 1) + (b"\x01" if defs[0] else b"\x00")
     groups = (count + 7) // 8
     padded = np.zeros(groups * 8, np.uint8)
     padded[:count] = defs
-    return _varint_bytes(groups << 1 | 1) + np.packbits(padded, bitorder="little").tobytes()
-
-
-def _varint_bytes(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
+    return varint_bytes(groups << 1 | 1) + np.packbits(padded, bitorder="little").tobytes()
 
 
 def _statistics(metas: list[list[Field]], name: str) -> tuple[list[Field], Bounds] | None:

@@ -33,6 +33,8 @@ __all__ = [
     "encode_struct",
     "field",
     "value_of",
+    "varint_at",
+    "varint_bytes",
     "without",
 ]
 
@@ -178,6 +180,20 @@ def decode_struct(
 
 
 # --------------------------------------------------------------------------------------------- encoding
+
+
+def varint_at(data: bytes | memoryview, pos: int) -> tuple[int, int]:
+    """The unsigned varint (ULEB128, as thrift's compact protocol and Parquet's RLE runs write it) at
+    ``pos``, and the position after it (ThriftError if it is cut short or too long)."""
+    reader = _Reader(data, pos)
+    return reader.varint(), reader.pos
+
+
+def varint_bytes(n: int) -> bytes:
+    """The unsigned varint of ``n``."""
+    out = bytearray()
+    _varint(n, out)
+    return bytes(out)
 
 
 def _varint(n: int, out: bytearray) -> None:
