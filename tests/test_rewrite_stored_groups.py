@@ -220,14 +220,14 @@ def _source(tmp_path: Path, rows: int = 6_000, group_rows: int = 1_000, shards: 
     return dsm.register(str(tmp_path / "source"), name="src", registry=str(tmp_path / "registry"))
 
 
-def test_groups_whole_in_one_file_are_kept_and_the_others_decoded(tmp_path: Path) -> None:
-    """Six files from three of 2,000 rows in groups of 1,000 cut every group at 1,000-row files; files of
-    1,500 rows cut one group of every three: those are decoded and written again, the others kept."""
+def test_groups_whole_in_one_file_are_kept_and_the_others_assembled_in_parts(tmp_path: Path) -> None:
+    """Six groups of 1,000 rows in files of 1,500 rows: one group of every three lies across two output
+    files, and is assembled in two parts, one in each; the others are kept."""
     contract = _source(tmp_path)
     registry = str(tmp_path / "registry")
     with _keeping_every_size() as kept:
         result = dsm.reshard(contract.ref, str(tmp_path / "out"), num_shards=4, registry=registry)
-    assert kept == [1_000] * 4  # 6 groups; files of rows 0-1500, 1500-3000, ..: groups 1 and 4 are cut
+    assert sorted(kept) == [500] * 4 + [1_000] * 4  # files of rows 0-1500, 1500-3000, ..: groups 1, 4 cut
     table = pq.read_table(tmp_path / "source")
     check_published(result.contract, table, registry, ordered=True)
     layouts = [_group_rows(tmp_path / "out" / s.path) for s in result.contract.shards]
@@ -299,8 +299,8 @@ def test_a_column_whose_dictionary_repeats_values_is_encoded_again_beside_one_as
 
 
 def test_statistics_a_source_misstates_are_not_carried_over(tmp_path: Path) -> None:
-    """A source chunk claims an exact least value below its values: the assembled group's statistics
-    would claim it too, so the run is decoded and written again, with the statistics of its values."""
+    """A source chunk claims an exact least value below its values: an assembled group's statistics are
+    those of the values decoded from its written bytes, not the source's."""
     from dsm.formats._thrift import BINARY, Field, decode_struct, encode_struct, without
 
     table = pa.table({"id": pa.array(range(4_000), pa.int64()), "text": [f"t{i:05d}" for i in range(4_000)]})
@@ -319,7 +319,7 @@ def test_statistics_a_source_misstates_are_not_carried_over(tmp_path: Path) -> N
     contract = dsm.register(str(tmp_path / "source"), name="src", registry=registry)
     with _keeping_every_size(assemble_up_to=1 << 30) as kept:
         result = dsm.reshard(contract.ref, str(tmp_path / "out"), num_shards=2, registry=registry)
-    assert kept == [2_000]  # part-1's run; part-0's is written from its rows
+    assert kept == [2_000, 2_000]
     check_published(result.contract, table, registry, ordered=True)
     for shard in result.contract.shards:
         metadata = pq.ParquetFile(tmp_path / "out" / shard.path).metadata
@@ -328,9 +328,74 @@ def test_statistics_a_source_misstates_are_not_carried_over(tmp_path: Path) -> N
         assert (stats.min, stats.max) == (min(values), max(values))
 
 
+def _pages(path: Path, column: int) -> Iterator[tuple[int, bytes]]:
+    """Each page of a column's chunks, in every row group: its type and body."""
+    from dsm.formats._thrift import decode_struct
+
+    data = path.read_bytes()
+    with path.open("rb") as handle:
+        groups = read_footer(handle).row_groups
+    for group in groups:
+        meta = value_of(value_of(group, 1).values[column], 3)
+        position = value_of(meta, 11) or value_of(meta, 9)
+        end = position + value_of(meta, 7)
+        while position < end:
+            header, body = decode_struct(data, position)
+            position = body + value_of(header, 3)
+            yield value_of(header, 1), data[body:position]
+
+
+def test_a_large_group_across_output_files_is_assembled_in_parts_from_its_pages(tmp_path: Path) -> None:
+    """One source group of 24,000 rows (about 50 MiB decoded) cut into three output files: each file's rows
+    become groups of about 8 MiB, whose text column takes the source's pages whole (the dictionary page of
+    the first 1,024 rows as a data page, then the plain pages of 1,024 rows of the fallback) and encodes
+    again only the rows of the pages the cuts run through; the numbers are encoded again."""
+    rows = 24_000
+    table = pa.table(
+        {
+            "id": pa.array(range(rows), pa.int64()),
+            "text": [
+                f"{i:06d} " + "lorem ipsum dolor sit amet " * (40 + i % 80) if i % 17 else None
+                for i in range(rows)
+            ],
+            "score": [i / 3 for i in range(rows)],
+        }
+    )
+    (tmp_path / "source").mkdir()
+    source = tmp_path / "source" / "part-0.parquet"
+    pq.write_table(table, source, row_group_size=rows, compression="zstd")
+    registry = str(tmp_path / "registry")
+    contract = dsm.register(str(tmp_path / "source"), name="src", registry=registry)
+    written: list[int] = []
+    real = writer_module.ParquetFileWriter.write_stored
+
+    def spy(self: Any, group: Any) -> None:
+        written.append(group.rows)
+        real(self, group)
+
+    with (
+        mock.patch.object(reading, "ROW_GROUP_BYTES", 8 << 20),
+        mock.patch.object(writer_module.ParquetFileWriter, "write_stored", spy),
+    ):
+        result = dsm.reshard(contract.ref, str(tmp_path / "out"), num_shards=3, registry=registry)
+    assert sum(written) == rows and len(written) >= 6  # every row assembled, in groups of about 8 MiB
+    check_published(result.contract, table, registry, ordered=True)
+    stored = source.read_bytes()
+    copied = total = 0
+    for shard in result.contract.shards:
+        for kind, body in _pages(tmp_path / "out" / shard.path, 1):
+            assert kind in (0, 3)  # data pages alone: no dictionary page
+            total += len(body)
+            if body in stored or body[body.index(b"\x28\xb5\x2f\xfd") :] in stored:
+                copied += len(body)
+    assert copied >= 0.6 * total, (copied, total)  # the edges of about 3,700-row groups encoded again
+    assert next(_pages(source, 1))[0] == 2  # the source's chunk starts with a dictionary page
+
+
 def _hugging_face(table: pa.Table, path: Path) -> None:
+    """Groups of 1,000 rows, snappy, pages cut where their content says (as ``datasets`` writes them)."""
     datasets = pytest.importorskip("datasets")
-    datasets.Dataset(table).to_parquet(str(path), batch_size=1_000)  # groups of 1,000 rows, as by default
+    datasets.Dataset(table).to_parquet(str(path), batch_size=1_000)
 
 
 def _duckdb(table: pa.Table, path: Path) -> None:
@@ -348,18 +413,26 @@ def _polars(table: pa.Table, path: Path, **options: Any) -> None:
 
 
 @pytest.mark.parametrize(
-    ("write", "assembled"),
+    ("write", "compression", "assembled"),
     [
-        (_hugging_face, True),
-        (lambda t, p: t.to_pandas().to_parquet(p, row_group_size=1_000, compression="zstd"), True),
-        (lambda t, p: _polars(t, p, use_pyarrow=True), True),
-        (_polars, False),  # Polars' own writer stores the schema otherwise: decoded
-        (_duckdb, False),  # so does DuckDB
+        (_hugging_face, "snappy", True),
+        (_hugging_face, "zstd", False),  # pages of another codec than the one asked for: decoded
+        (lambda t, p: t.to_pandas().to_parquet(p, row_group_size=1_000, compression="zstd"), "zstd", True),
+        (lambda t, p: _polars(t, p, use_pyarrow=True), "zstd", True),
+        (_polars, "zstd", False),  # Polars' own writer stores the schema otherwise: decoded
+        (_duckdb, "zstd", False),  # so does DuckDB
     ],
-    ids=["hugging-face-datasets", "pandas", "polars-pyarrow", "polars", "duckdb"],
+    ids=[
+        "hugging-face-datasets",
+        "hugging-face-datasets-into-zstd",
+        "pandas",
+        "polars-pyarrow",
+        "polars",
+        "duckdb",
+    ],
 )
 def test_small_groups_other_tools_write_are_assembled_or_decoded_and_publish_what_they_hold(
-    tmp_path: Path, write: Any, assembled: bool
+    tmp_path: Path, write: Any, compression: str, assembled: bool
 ) -> None:
     rows = 6_000
     table = pa.table(
@@ -375,7 +448,7 @@ def test_small_groups_other_tools_write_are_assembled_or_decoded_and_publish_wha
     contract = dsm.register(str(tmp_path / "source"), name="src", registry=registry)
     with _keeping_every_size(assemble_up_to=1 << 30) as kept:
         result = dsm.reshard(
-            contract.ref, str(tmp_path / "out"), num_shards=2, compression="zstd", registry=registry
+            contract.ref, str(tmp_path / "out"), num_shards=2, compression=compression, registry=registry
         )
     assert kept == ([3_000, 3_000] if assembled else [])
     check_published(result.contract, _stored_rows(contract, registry), registry, ordered=True)

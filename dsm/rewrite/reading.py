@@ -5,6 +5,8 @@ entry by the read that copies them, and (Parquet to Parquet) the row groups that
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, Protocol, TypeVar, cast
@@ -17,7 +19,7 @@ from dsm.errors import CheckFailed, FormatError, SchemaError
 from dsm.formats import Format
 from dsm.formats._common import describe_exception
 from dsm.formats._stored_groups import Footer, StoredGroup, read_footer, read_schema, template_footer
-from dsm.formats._stored_pages import Bounds, assemble_group
+from dsm.formats._stored_pages import Assembler, Observed, with_statistics
 from dsm.formats._thrift import ThriftError, value_of
 from dsm.formats.parquet import ParquetFormat
 from dsm.hashing.checksum import algorithm_of, short_checksum
@@ -195,11 +197,11 @@ def read_range(ctx: RewriteSource, rng: SourceRange, cuts: Sequence[int]) -> Ite
 
 
 def _may_keep(ctx: RewriteSource, rng: SourceRange, cuts: Sequence[int]) -> bool:
-    """Whether a row group of ``rng`` is of a size to keep or assemble, lies whole in one output file and is
-    in a file whose stored schema is the writer's: pyarrow's reading of the footer first (fast where a
-    footer lists thousands of small groups), then the footer's schema itself (decoded without the groups).
-    A file that cannot be read says so to the decoder."""
-    high = KEPT_GROUP_BYTES[1]
+    """Whether a row group of ``rng`` is of a size to keep or assemble (:func:`_groups_to_keep`) and in a
+    file whose stored schema is the writer's: pyarrow's reading of the footer first (fast where a footer
+    lists thousands of small groups), then the footer's schema itself (decoded without the groups). A file
+    that cannot be read says so to the decoder."""
+    low, high = KEPT_GROUP_BYTES
     try:
         with open_shard(ctx.source_loc, rng.shard) as handle:
             metadata = pq.read_metadata(handle)
@@ -208,9 +210,10 @@ def _may_keep(ctx: RewriteSource, rng: SourceRange, cuts: Sequence[int]) -> bool
             for index in range(metadata.num_row_groups):
                 group = metadata.row_group(index)
                 start, row = row, row + group.num_rows
-                sized = sized or (
-                    _whole_in_one_file(start, row, rng, cuts) and 0 < group.total_byte_size <= high
-                )
+                size = group.total_byte_size
+                if row <= rng.start or start >= rng.stop or size <= 0:
+                    continue
+                sized = sized or size >= low or (_whole_in_one_file(start, row, rng, cuts) and size <= high)
             if not sized:
                 return False
             template, _ = template_footer(
@@ -225,57 +228,111 @@ def _whole_in_one_file(start: int, stop: int, rng: SourceRange, cuts: Sequence[i
     return rng.start <= start and stop <= rng.stop and not any(start < cut < stop for cut in cuts)
 
 
-def _groups_to_keep(
-    ctx: RewriteSource, rng: SourceRange, cuts: Sequence[int], footer: Footer
-) -> tuple[list[tuple[int, int]], set[int], dict[int, int]]:
-    """``(group, first row)`` of each row group holding rows of ``rng``; those that may be kept (whole in
-    one output file, of :data:`KEPT_GROUP_BYTES`, in a file whose stored schema is the writer's); and the
-    smaller ones that may be assembled with their neighbours, with their decoded bytes."""
+@dataclass(frozen=True)
+class _Span:
+    """A source row group holding rows of the range: its index, first and stop rows (of the shard), its
+    decoded bytes, and what is done with it: "keep" (:data:`KEPT_GROUP_BYTES`, whole in one output file),
+    "small" (smaller, whole in one output file: assembled with its neighbours), "large" (larger, or as
+    large and across output files: assembled in parts) or "decode"."""
+
+    index: int
+    start: int
+    stop: int
+    size: int
+    what: str
+
+
+def _groups_to_keep(ctx: RewriteSource, rng: SourceRange, cuts: Sequence[int], footer: Footer) -> list[_Span]:
+    """Each row group holding rows of ``rng``, and what may be done with it (all "decode" where the file's
+    stored schema is not the writer's)."""
     template, _ = template_footer(ctx.written_schema, str(cast(ParquetFormat, ctx.out_fmt).compression))
-    if footer.encrypted or footer.schema != template.schema:
-        return [], set(), {}
+    stored = not footer.encrypted and footer.schema == template.schema
     low, high = KEPT_GROUP_BYTES
-    spans, keep, small = [], set(), {}
+    spans = []
     row = 0
     for index, group in enumerate(footer.row_groups):
         rows = int(value_of(group, 3) or 0)
         start, row = row, row + rows
         if row <= rng.start or start >= rng.stop or rows == 0:
             continue
-        spans.append((index, start))
         size = int(value_of(group, 2) or 0)
-        if not _whole_in_one_file(start, row, rng, cuts) or size <= 0:
-            continue
-        if low <= size <= high:
-            keep.add(index)
-        elif size < low:
-            small[index] = size
-    return spans, keep, small
+        whole = _whole_in_one_file(start, row, rng, cuts)
+        what = "decode"
+        if stored and size > 0:
+            if whole and low <= size <= high:
+                what = "keep"
+            elif whole and size < low:
+                what = "small"
+            elif size >= low:
+                what = "large"
+        spans.append(_Span(index, start, row, size, what))
+    return spans
 
 
 def _segments(
-    spans: list[tuple[int, int]], keep: set[int], small: Mapping[int, int]
-) -> Iterator[tuple[str, list[int], int]]:
-    """``(what, groups, first row)`` in order: a group to keep, runs of small groups to assemble into
-    groups of about :data:`ROW_GROUP_BYTES` decoded, and single groups to decode."""
+    spans: list[_Span], rng: SourceRange, cuts: Sequence[int]
+) -> Iterator[tuple[str, list[int], int, int]]:
+    """``(what, groups, first row, stop row)`` in order: a group to keep, runs of small groups to assemble
+    into groups of about :data:`ROW_GROUP_BYTES` decoded (each in one output file), the parts of a large
+    group to assemble (its rows in ``rng`` cut where an output file ends, and into groups of about
+    :data:`ROW_GROUP_BYTES`), and single groups to decode."""
     run: list[int] = []
-    first = size = 0
-    for index, start in spans:
-        if index in small:
-            if not run:
-                first, size = start, 0
-            run.append(index)
-            size += small[index]
-            if size >= ROW_GROUP_BYTES:
-                yield "assemble", run, first
-                run = []
-            continue
-        if run:
-            yield "assemble", run, first
+    first = stop = size = 0
+    for span in spans:
+        if run and (span.what != "small" or span.start in cuts or size >= ROW_GROUP_BYTES):
+            yield "assemble", run, first, stop
             run = []
-        yield ("keep" if index in keep else "decode"), [index], start
+        if span.what == "small":
+            if not run:
+                first, size = span.start, 0
+            run.append(span.index)
+            size += span.size
+            stop = span.stop
+            continue
+        if span.what != "large":
+            yield span.what, [span.index], span.start, span.stop
+            continue
+        start, stop = max(span.start, rng.start), min(span.stop, rng.stop)
+        per_row = span.size / (span.stop - span.start)
+        for low, high in itertools.pairwise([start, *(c for c in cuts if start < c < stop), stop]):
+            parts = max(1, math.ceil((high - low) * per_row / ROW_GROUP_BYTES))
+            edges = [low + (high - low) * i // parts for i in range(parts + 1)]
+            for a, b in itertools.pairwise(edges):
+                yield "part", [span.index], a, b
     if run:
-        yield "assemble", run, first
+        yield "assemble", run, first, stop
+
+
+class _GroupRows:
+    """Some columns of one source row group's rows, read in order, taken by consecutive ranges of rows."""
+
+    def __init__(self, parquet: pq.ParquetFile, group: int, names: list[str], batch_rows: int) -> None:
+        self.group = group
+        self._batches = parquet.iter_batches(
+            batch_size=batch_rows, row_groups=[group], columns=names, use_threads=False
+        )
+        self._held: pa.RecordBatch | None = None
+        self._row = 0
+
+    def take(self, start: int, stop: int) -> pa.Table | None:
+        """Rows ``start`` to ``stop`` (of the group; after those taken before); None where they cannot be read
+        (the decoder says why)."""
+        out = []
+        try:
+            while self._row < stop:
+                batch = self._held if self._held is not None else next(self._batches, None)
+                self._held = None
+                if batch is None:
+                    return None
+                first, self._row = self._row, self._row + batch.num_rows
+                low, high = max(start, first), min(stop, self._row)
+                if high > low:
+                    out.append(batch.slice(low - first, high - low))
+                if self._row > stop:
+                    self._held, self._row = batch.slice(stop - first), stop
+        except (pa.ArrowException, OSError, ValueError):
+            return None
+        return pa.Table.from_batches(out) if out else None
 
 
 def _keeping(
@@ -283,60 +340,90 @@ def _keeping(
 ) -> Iterator[pa.RecordBatch | Kept]:
     """Walk the row groups that hold rows of ``rng`` (the footer read again, from the read that copies
     them): each that may be kept (:func:`_groups_to_keep`) is read as stored, unless
-    :meth:`StoredGroup.read` finds it cannot be; each run of small ones is assembled into one group
-    (:func:`~dsm.formats._stored_pages.assemble_group`), unless it cannot be or its statistics do not hold
-    for its values; the rest is decoded, in runs."""
+    :meth:`StoredGroup.read` finds it cannot be; each run of small ones, and each part of a large one, is
+    assembled into one group (:class:`~dsm.formats._stored_pages.Assembler`), unless it cannot be; the rest
+    is decoded, in runs."""
     out_fmt = cast(ParquetFormat, ctx.out_fmt)
     template, codec = template_footer(ctx.written_schema, str(out_fmt.compression))
     try:
         footer: Footer | None = read_footer(handle)
     except (ThriftError, ValueError):
         footer = None  # the decoder says what is wrong with the file
-    spans, keep, small = _groups_to_keep(ctx, rng, cuts, footer) if footer is not None else ([], set(), {})
-    if footer is None or not (keep or small):
-        yield from _decoded_groups(ctx, rng, handle, None, 0)
+    spans = _groups_to_keep(ctx, rng, cuts, footer) if footer is not None else []
+    if footer is None or all(span.what == "decode" for span in spans):
+        yield from _decoded_groups(ctx, rng, handle, None)
         return
-    parquet: pq.ParquetFile | None = None
+    parquet = pq.ParquetFile(handle)
+    where = f"shard {rng.shard}"
+    assembler = Assembler(handle, footer, template, ctx.written_schema, out_fmt.options(), codec, where=where)
+    starts = {span.index: span.start for span in spans}
+    rows: _GroupRows | None = None
+    columns: list[int] = []
     pending: list[int] = []
-    first_row = 0
-    for what, groups, start in _segments(spans, keep, small):
+    since = until = 0
+    for what, groups, start, stop in _segments(spans, rng, cuts):
         group_name = f"{rng.shard} row group {groups[0]}"
-        where = f"shard {group_name}"
         stored: StoredGroup | None = None
-        bounds: list[Bounds] = []
+        built = None
         if what == "keep":
-            stored = StoredGroup.read(handle, footer, groups[0], codec, statistics=True, where=where)
-        elif what == "assemble":
-            parquet = parquet or pq.ParquetFile(handle)
-            options = out_fmt.options()
-            built = assemble_group(
-                handle,
-                parquet,
-                footer,
-                groups,
-                template,
-                ctx.written_schema,
-                options,
-                where=f"shard {rng.shard}",
+            stored = StoredGroup.read(
+                handle, footer, groups[0], codec, statistics=True, where=f"shard {group_name}"
             )
-            stored, bounds = built if built is not None else (None, [])
-        digest = None if stored is None else _stored_digest(ctx, stored, template, group_name, bounds)
-        if stored is None or digest is None:
+        elif what == "assemble":
+            columns = assembler.columns(groups)
+            if columns:
+                others = _read_groups(parquet, groups, assembler.others(columns))
+                pieces = [(index, 0, int(value_of(footer.row_groups[index], 3))) for index in groups]
+                built = assembler.assemble(pieces, columns, others)
+        elif what == "part":
+            index = groups[0]
+            if rows is None or rows.group != index:
+                columns = assembler.columns(groups)
+                rows = _GroupRows(parquet, index, assembler.others(columns), ctx.plan.batch_rows)
+            if columns:
+                first = starts[index]
+                others = (
+                    rows.take(start - first, stop - first) if len(columns) < len(ctx.written_schema) else None
+                )
+                built = assembler.assemble([(index, start - first, stop - first)], columns, others)
+        observed: list[Observed] = []
+        if built is not None:
+            stored, observed = built
+        if stored is None:
             if not pending:
-                first_row = start
-            pending.extend(groups)
+                since = start
+            until = stop
+            pending.extend(index for index in groups if not pending or index != pending[-1])
             continue
-        yield from _decoded_groups(ctx, rng, handle, pending, first_row)
+        digest = _stored_digest(ctx, stored, template, group_name, observed)
+        yield from _decoded_groups(ctx, rng, handle, pending, starts, since, until)
         pending = []
-        yield Kept(stored, digest)
-    yield from _decoded_groups(ctx, rng, handle, pending, first_row)
+        yield Kept(with_statistics(stored, observed), digest)
+    yield from _decoded_groups(ctx, rng, handle, pending, starts, since, until)
+
+
+def _read_groups(parquet: pq.ParquetFile, groups: list[int], names: list[str]) -> pa.Table | None:
+    """Columns ``names`` of the row ``groups`` (None where there are none, or they cannot be read: the
+    decoder says why)."""
+    if not names:
+        return None
+    try:
+        return parquet.read_row_groups(groups, columns=names, use_threads=False)
+    except (pa.ArrowException, OSError, ValueError):
+        return None
 
 
 def _decoded_groups(
-    ctx: RewriteSource, rng: SourceRange, handle: IO[bytes], groups: list[int] | None, first_row: int
+    ctx: RewriteSource,
+    rng: SourceRange,
+    handle: IO[bytes],
+    groups: list[int] | None,
+    starts: Mapping[int, int] | None = None,
+    since: int = 0,
+    until: int | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """The rows of ``rng`` in the row ``groups`` given (consecutive, the first starting at shard row
-    ``first_row``; None: every group, from row 0)."""
+    """The rows of ``rng`` in the row ``groups`` given (consecutive, each starting at the shard row
+    ``starts`` gives) from row ``since`` to ``until``; None: every group, from row 0."""
     if groups == []:
         return
     if groups is None and not rng.whole:  # a part of a file none of whose groups is kept: as usual
@@ -351,22 +438,23 @@ def _decoded_groups(
         batch_rows=ctx.plan.batch_rows,
         fragments=groups,
     )
-    row = first_row
+    row = 0 if groups is None or starts is None else starts[groups[0]]
+    since, until = max(since, rng.start), rng.stop if until is None else min(until, rng.stop)
     for batch in batches:
         start, row = row, row + batch.num_rows
-        low, high = max(start, rng.start), min(row, rng.stop)
+        low, high = max(start, since), min(row, until)
         if high > low:
             yield batch if (low, high) == (start, row) else batch.slice(low - start, high - low)
-        if row >= rng.stop:
+        if row >= until:
             return
 
 
 def _stored_digest(
-    ctx: RewriteSource, stored: StoredGroup, template: Footer, where: str, bounds: Sequence[Bounds] = ()
-) -> RowDigest | None:
+    ctx: RewriteSource, stored: StoredGroup, template: Footer, where: str, observed: Sequence[Observed] = ()
+) -> RowDigest:
     """The digest of a stored group's rows as a reader of the written file decodes them: its file alone,
     under the footer the writer gives (``template``), decoded into the types the target stores and
-    checked as a source shard is; None where the ``bounds`` of its assembled columns do not hold."""
+    checked as a source shard is; the values of its assembled columns added to what is ``observed``."""
     digest = RowDigest.empty()
     for batch in ctx.source_fmt.iter_batches(
         pa.BufferReader(stored.alone(template)),
@@ -375,11 +463,11 @@ def _stored_digest(
         batch_rows=ctx.plan.batch_rows,
     ):
         digest = digest + digest_batch(batch)
-        for column in bounds:
+        for column in observed:
             column.add(batch)
     if digest.rows != stored.rows:
         raise FormatError(f"shard {where}: {digest.rows} rows decoded, its footer declares {stored.rows}")
-    return digest if all(column.holds() for column in bounds) else None
+    return digest
 
 
 class SourceChanged(CheckFailed):

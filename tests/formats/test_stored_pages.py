@@ -1,12 +1,13 @@
-"""Row groups assembled from the pages of small source groups (``dsm.formats._stored_pages``): runs of
-consecutive groups that pyarrow wrote with any options (dictionaries that fall back to plain pages or hold
-repeated values, pages of either version, nulls, codecs, CRCs or none) become groups that every reader
-decodes to the source's rows, with a footer whose statistics are those of the values, and with the text
-and bytes columns taken from the source's pages wherever their dictionaries allow it."""
+"""Row groups assembled from the pages of their source (``dsm.formats._stored_pages``): runs of consecutive
+groups, or parts of one group cut at any rows, that pyarrow wrote with any options (dictionaries that fall
+back to plain pages or hold repeated values, pages of either version, nulls, codecs, CRCs or none) become
+groups that every reader decodes to the source's rows, with the statistics pyarrow's writer gives the same
+values, and with the text and bytes columns taken from the source's pages wherever their layout allows."""
 
 from __future__ import annotations
 
 import io
+import itertools
 import random
 import tempfile
 from collections import Counter
@@ -21,7 +22,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from dsm.formats._stored_groups import read_footer, read_schema, template_footer
-from dsm.formats._stored_pages import assemble_group
+from dsm.formats._stored_pages import Assembler, with_statistics
 from dsm.formats._thrift import value_of
 from dsm.formats.parquet import ParquetFormat
 from tests.formats.test_stored_groups import _check_layout, _pyarrow_file, _rows, _same_rows
@@ -91,14 +92,22 @@ def _options(data: st.DataObject) -> dict[str, Any]:
     return options
 
 
-def _runs(data: st.DataObject, groups: int) -> list[list[int]]:
-    """The source's groups cut into runs of consecutive ones, each to be assembled into one group."""
-    runs, index = [], 0
-    while index < groups:
-        length = data.draw(st.integers(1, max(1, groups - index)), label="run")
-        runs.append(list(range(index, index + length)))
+def _pieces(data: st.DataObject, group_rows: list[int]) -> list[list[tuple[int, int, int]]]:
+    """The source's rows as the pieces of each group to assemble (source group, first and stop rows of
+    it): runs of consecutive whole groups, or one group cut at any rows into parts."""
+    out, index = [], 0
+    while index < len(group_rows):
+        rows = group_rows[index]
+        if rows > 1 and data.draw(st.booleans(), label="parts"):
+            cuts = data.draw(st.sets(st.integers(1, rows - 1), max_size=4), label="cuts")
+            edges = [0, *sorted(cuts), rows]
+            out += [[(index, a, b)] for a, b in itertools.pairwise(edges)]
+            index += 1
+            continue
+        length = data.draw(st.integers(1, len(group_rows) - index), label="run")
+        out.append([(i, 0, group_rows[i]) for i in range(index, index + length)])
         index += length
-    return runs
+    return out
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -118,36 +127,41 @@ def test_generated_groups_assembled_from_pages_hold_the_rows_and_their_statistic
     assert read_schema(io.BytesIO(source.getvalue())) == footer.schema
     assume(footer.schema == template.schema)
     handle = pa.BufferReader(source.getvalue())
-    parquet = pq.ParquetFile(handle)
     out = io.BytesIO()
     writer = fmt.open_writer(out, storage.schema)
-    first = 0
     texts = [f.name for f in storage.schema if f.name.startswith("t")]
-    for run in _runs(data, len(footer.row_groups)):
-        rows = sum(value_of(footer.row_groups[i], 3) for i in run)
-        built = assemble_group(
-            handle, parquet, footer, run, template, storage.schema, fmt.options(), where="source"
-        )
+    codec = value_of(value_of(value_of(footer.row_groups[0], 1).values[0], 3), 4) if footer.row_groups else 0
+    assembler = Assembler(handle, footer, template, storage.schema, fmt.options(), codec, where="source")
+    starts = [0]
+    for group in footer.row_groups:
+        starts.append(starts[-1] + value_of(group, 3))
+    expected = pa.Table.from_batches([storage.convert(b) for b in table.to_batches()], schema=storage.schema)
+    for pieces in _pieces(data, [value_of(group, 3) for group in footer.row_groups]):
+        groups = sorted({index for index, _, _ in pieces})
+        first = starts[pieces[0][0]] + pieces[0][1]
+        rows = sum(stop - start for _, start, stop in pieces)
+        columns = assembler.columns(groups)
         OUTCOMES["text columns"] += len(texts)
+        names = assembler.others(columns)
+        others = expected.select(names).slice(first, rows) if names else None
+        built = assembler.assemble(pieces, columns, others) if columns else None
         if built is None:
             for batch in table.slice(first, rows).to_batches():
                 writer.write_batch(storage.convert(batch))
-        else:
-            stored, bounds = built
-            OUTCOMES["assembled"] += len(bounds)
-            assert stored.rows == rows
-            # the bounds the rewrite checks hold for the group decoded alone
-            for batch in pq.read_table(io.BytesIO(stored.alone(template).to_pybytes())).to_batches():
-                for column in bounds:
-                    column.add(batch)
-            assert all(column.holds() for column in bounds)
-            writer.write_stored(stored)
-        first += rows
+            continue
+        stored, observed = built
+        OUTCOMES["assembled"] += len(observed)
+        assert stored.rows == rows
+        for batch in pq.read_table(io.BytesIO(stored.alone(template).to_pybytes())).to_batches():
+            for column in observed:
+                column.add(batch)
+        stored = with_statistics(stored, observed)
+        _check_as_pyarrow_writes(stored, observed, expected.slice(first, rows), options["compression"])
+        writer.write_stored(stored)
     writer.close()
     written = out.getvalue()
 
     _check_layout(written)
-    expected = pa.Table.from_batches([storage.convert(b) for b in table.to_batches()], schema=storage.schema)
     assert _same_rows(_rows(written), expected)
     _check_statistics(written, storage.schema)
     with tempfile.TemporaryDirectory() as tmp:
@@ -157,6 +171,19 @@ def test_generated_groups_assembled_from_pages_hold_the_rows_and_their_statistic
             for name in texts:
                 got = con.sql(f"SELECT \"{name}\" FROM read_parquet('{path}') ORDER BY id").fetchall()
                 assert [_bytes(v) for (v,) in got] == [_bytes(v) for v in expected.column(name).to_pylist()]
+
+
+def _check_as_pyarrow_writes(stored: Any, observed: list[Any], rows: pa.Table, compression: str) -> None:
+    """Each assembled chunk's statistics and size statistics are those pyarrow's writer gives its values."""
+    for column in observed:
+        sink = pa.BufferOutputStream()
+        values = rows.select([column.name])
+        pq.write_table(values, sink, compression=compression, use_dictionary=False)
+        footer = read_footer(pa.BufferReader(sink.getvalue()))
+        meta = value_of(value_of(footer.row_groups[0], 1).values[0], 3)
+        ours = stored.columns[column.chunk][1]
+        for id_ in (5, 12, 16):
+            assert value_of(ours, id_) == value_of(meta, id_), (column.name, id_)
 
 
 def _bytes(value: str | bytes | None) -> bytes | None:
