@@ -20,6 +20,9 @@ Each page keeps or gets a CRC (a CRC a source page has is checked). An assembled
 those of its values, as pyarrow's writer gives them (:class:`Observed`): the caller decodes the written
 bytes to digest the group's rows and sets them from the values so decoded (:func:`with_statistics`).
 
+The module is longer than 600 lines: reading a chunk as units, making a chunk of them and the few page
+codecs that needs (levels, indices) share their private structures, and apart they would export them.
+
 Structures, by their Parquet thrift ids besides those of :mod:`dsm.formats._stored_groups`: SchemaElement
 (1 type, 3 repetition, 5 children), ColumnMetaData (1 type, 2 encodings, 3 path, 13 encoding statistics,
 16 size statistics: 1 bytes of values, 2-3 level histograms), Statistics (3 null count, 5 maximum,
