@@ -353,7 +353,7 @@ def _keeping(
     if footer is None or all(span.what == "decode" for span in spans):
         yield from _decoded_groups(ctx, rng, handle, None)
         return
-    parquet = pq.ParquetFile(handle)
+    parquet = pq.ParquetFile(handle, buffer_size=1 << 20)  # a large group's columns streamed, not read whole
     where = f"shard {rng.shard}"
     assembler = Assembler(handle, footer, template, ctx.written_schema, out_fmt.options(), codec, where=where)
     starts = {span.index: span.start for span in spans}
