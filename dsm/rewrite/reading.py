@@ -201,7 +201,6 @@ def _may_keep(ctx: RewriteSource, rng: SourceRange, cuts: Sequence[int]) -> bool
     file whose stored schema is the writer's: pyarrow's reading of the footer first (fast where a footer
     lists thousands of small groups), then the footer's schema itself (decoded without the groups). A file
     that cannot be read says so to the decoder."""
-    low, high = KEPT_GROUP_BYTES
     try:
         with open_shard(ctx.source_loc, rng.shard) as handle:
             metadata = pq.read_metadata(handle)
@@ -210,10 +209,10 @@ def _may_keep(ctx: RewriteSource, rng: SourceRange, cuts: Sequence[int]) -> bool
             for index in range(metadata.num_row_groups):
                 group = metadata.row_group(index)
                 start, row = row, row + group.num_rows
-                size = group.total_byte_size
-                if row <= rng.start or start >= rng.stop or size <= 0:
+                if row <= rng.start or start >= rng.stop:
                     continue
-                sized = sized or size >= low or (_whole_in_one_file(start, row, rng, cuts) and size <= high)
+                whole = _whole_in_one_file(start, row, rng, cuts)
+                sized = sized or _treatment(group.total_byte_size, whole) != "decode"
             if not sized:
                 return False
             template, _ = template_footer(
@@ -247,7 +246,6 @@ def _groups_to_keep(ctx: RewriteSource, rng: SourceRange, cuts: Sequence[int], f
     stored schema is not the writer's)."""
     template, _ = template_footer(ctx.written_schema, str(cast(ParquetFormat, ctx.out_fmt).compression))
     stored = not footer.encrypted and footer.schema == template.schema
-    low, high = KEPT_GROUP_BYTES
     spans = []
     row = 0
     for index, group in enumerate(footer.row_groups):
@@ -256,17 +254,22 @@ def _groups_to_keep(ctx: RewriteSource, rng: SourceRange, cuts: Sequence[int], f
         if row <= rng.start or start >= rng.stop or rows == 0:
             continue
         size = int(value_of(group, 2) or 0)
-        whole = _whole_in_one_file(start, row, rng, cuts)
-        what = "decode"
-        if stored and size > 0:
-            if whole and low <= size <= high:
-                what = "keep"
-            elif whole and size < low:
-                what = "small"
-            elif size >= low:
-                what = "large"
+        what = _treatment(size, _whole_in_one_file(start, row, rng, cuts)) if stored else "decode"
         spans.append(_Span(index, start, row, size, what))
     return spans
+
+
+def _treatment(size: int, whole: bool) -> str:
+    """What is done with a row group of ``size`` decoded bytes, ``whole`` in one output file or not (see
+    :class:`_Span`)."""
+    low, high = KEPT_GROUP_BYTES
+    if size <= 0:
+        return "decode"
+    if whole and low <= size <= high:
+        return "keep"
+    if whole and size < low:
+        return "small"
+    return "large" if size >= low else "decode"
 
 
 def _segments(
