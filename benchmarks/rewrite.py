@@ -96,14 +96,18 @@ def make_corpus(
     text_bytes: tuple[int, int] = (1024, 4096),
 ) -> None:
     """Parquet shards until ``target_bytes`` are written: ~128 MB each (or ``file_rows`` rows each); each text
-    is ``text_bytes`` long (inclusive range)."""
-    folder.mkdir(parents=True, exist_ok=True)
+    is ``text_bytes`` long (inclusive range). The shards are written under ``<folder>.partial`` and the folder
+    renamed when the last is closed, so that a run stopped half-way leaves no corpus a later run would take as
+    made."""
+    partial = folder.with_name(folder.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
     rng = np.random.default_rng(seed)
     pool = b"" if shape.numeric else _pool(rng, 64 << 20)
     schema = _numeric_schema() if shape.numeric else _schema()
     written, next_id, shard = 0, 0, 0
     while written < target_bytes:
-        path = folder / f"corpus-{shard:05d}.parquet"
+        path = partial / f"corpus-{shard:05d}.parquet"
         rows_in_file = 0
         with pq.ParquetWriter(path, schema, compression="zstd") as writer:
             while path.stat().st_size < SHARD_BYTES and written + path.stat().st_size < target_bytes:
@@ -120,6 +124,7 @@ def make_corpus(
                 rows_in_file += n
         written += path.stat().st_size
         shard += 1
+    partial.rename(folder)
 
 
 def _numeric_schema() -> pa.Schema:
