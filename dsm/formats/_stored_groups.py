@@ -50,6 +50,7 @@ __all__ = [
     "StoredGroup",
     "chunk_bytes",
     "chunk_pages",
+    "chunk_span",
     "column_path",
     "footer_with_groups",
     "joined",
@@ -293,18 +294,27 @@ def joined(pieces: Sequence[bytes | memoryview | pa.Buffer]) -> pa.Buffer:
     return out
 
 
-def chunk_bytes(file: IO[bytes], chunk: list[Field]) -> bytes | None:
-    """The bytes of a column chunk (a ColumnChunk tree of ``file``'s footer): from its dictionary page, or
-    its first data page, on; None where they are not all in ``file`` (another file's, encrypted, offsets
-    missing or past the end)."""
+def chunk_span(chunk: list[Field]) -> tuple[int, int] | None:
+    """Where a column chunk (a ColumnChunk tree of a file's footer) lies in its file: the offset of its
+    dictionary page, or its first data page, and its length; None where it is not all in that file
+    (another file's, encrypted, offsets missing)."""
     meta = value_of(chunk, 3)
     if not isinstance(meta, list) or any(field(chunk, i) is not None for i in (1, 8, 9)):
         return None  # in another file, or encrypted
     start, data_start, length = value_of(meta, 11) or value_of(meta, 9), value_of(meta, 9), value_of(meta, 7)
     if not all(isinstance(n, int) and n > 0 for n in (start, data_start, length)):
         return None
-    data = read_at(file, min(start, data_start), length)
-    return data if len(data) == length else None
+    return min(start, data_start), length
+
+
+def chunk_bytes(file: IO[bytes], chunk: list[Field]) -> bytes | None:
+    """The bytes of a column chunk (a ColumnChunk tree of ``file``'s footer) where :func:`chunk_span`
+    finds them all in ``file``; None otherwise, or where the file ends before them."""
+    span = chunk_span(chunk)
+    if span is None:
+        return None
+    data = read_at(file, *span)
+    return data if len(data) == span[1] else None
 
 
 def read_at(file: IO[bytes], offset: int, length: int) -> bytes:

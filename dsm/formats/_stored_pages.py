@@ -48,6 +48,7 @@ from dsm.formats._stored_groups import (
     Footer,
     StoredGroup,
     chunk_pages,
+    chunk_span,
     column_path,
     joined,
     read_at,
@@ -66,7 +67,6 @@ from dsm.formats._thrift import (
     Items,
     ThriftError,
     decode_struct,
-    field,
     value_of,
     varint_at,
     varint_bytes,
@@ -339,9 +339,7 @@ class Assembler:
             Field(2, LIST, Items(LIST, I32, encodings)),
             Field(5, I64, totals[0]),
             Field(6, I64, totals[1]),
-            Field(
-                7, I64, sum(piece.nbytes if isinstance(piece, memoryview) else len(piece) for piece in out)
-            ),
+            Field(7, I64, sum(_length(piece) for piece in out)),
             Field(9, I64, 0),
             Field(12, STRUCT, [Field(3, I64, 0)]),
             Field(
@@ -368,7 +366,7 @@ class Assembler:
             uncompressed += int(value_of(header, 2))
         rows = run[-1].stop - run[0].first
         leaf = self._fields[position][0]
-        source = value_of(value_of(self._footer.row_groups[0], 1).values[leaf], 3)
+        source = value_of(value_of(self._footer.row_groups[group], 1).values[leaf], 3)
         meta = [item for item in source if item.id in (1, 2, 3, 4)]
         meta += [
             Field(5, I64, rows),
@@ -493,14 +491,10 @@ def _units(
     """The chunk ``tree`` (a ColumnChunk of ``file``'s footer, a flat text or bytes column) as units of
     rows; _Cannot where it is laid out otherwise than a dictionary page (first, if any), pages of its
     indices and pages that refer to no dictionary, or not in ``file``."""
+    span = chunk_span(tree)
     meta = value_of(tree, 3)
-    if not isinstance(meta, list) or any(field(tree, i) is not None for i in (1, 8, 9)):
-        raise _Cannot  # in another file, or encrypted
-    if value_of(meta, 1) != _BYTE_ARRAY:
-        raise _Cannot
-    start, data_start, length = value_of(meta, 11) or value_of(meta, 9), value_of(meta, 9), value_of(meta, 7)
-    if not all(isinstance(n, int) and n > 0 for n in (start, data_start, length)):
-        raise _Cannot
+    if span is None or value_of(meta, 1) != _BYTE_ARRAY:
+        raise _Cannot  # in another file, encrypted, or not a text or bytes column
     units: list[_Unit] = []
     dictionary: _Page | None = None
     pending: list[tuple[_Page, int, int, np.ndarray | None, np.ndarray | None]] = []
@@ -522,7 +516,7 @@ def _units(
         identity = False
         pending.clear()
 
-    for page in _walk(file, min(start, data_start), min(start, data_start) + length):
+    for page in _walk(file, span[0], span[0] + span[1]):
         kind = value_of(page.header, 1)
         if kind == _DICTIONARY_PAGE:
             encoding = value_of(value_of(page.header, 7), 2)
