@@ -1,7 +1,7 @@
 """Reading a rewrite's source: the rows of a range of a source shard, checked against the shard's contract
 entry by the read that copies them, and (Parquet to Parquet) the row groups that can be written as stored
-(:mod:`dsm.formats._stored_groups`) and the runs of small ones assembled into one
-(:mod:`dsm.formats._stored_pages`), as :class:`Kept` items among the batches."""
+(:mod:`dsm.formats._stored_groups`) and those assembled from their pages (:mod:`dsm.formats._stored_pages`: a
+run of small groups into one, a large group in parts), as :class:`Kept` items among the batches."""
 
 from __future__ import annotations
 
@@ -179,8 +179,8 @@ class Kept:
 
 def read_range(ctx: RewriteSource, rng: SourceRange, cuts: Sequence[int]) -> Iterator[pa.RecordBatch | Kept]:
     """The rows of ``rng`` as :func:`iter_range` gives them; with ``ctx.keep_groups``, each row group that
-    can be kept comes as one :class:`Kept` instead (:func:`_keeping`). ``cuts`` are the rows of the shard
-    where one output file ends and the next begins: a group across one is decoded."""
+    can be kept or assembled comes as :class:`Kept` items instead (:func:`_keeping`). ``cuts`` are the rows of
+    the shard where one output file ends and the next begins: no kept or assembled group crosses one."""
     if not ctx.keep_groups or not _may_keep(ctx, rng, cuts):
         yield from iter_range(
             ctx.source_loc, ctx.source_fmt, ctx.schema, rng, ctx.plan.batch_rows, check=ctx.check_of(rng)
