@@ -17,7 +17,14 @@ import pyarrow.compute as pc
 from dsm.arrow_types import whole
 from dsm.errors import SchemaError
 from dsm.formats._common import b64encode_array, check_text_timestamps, is_binary_like, is_string_like
-from dsm.formats._flatjson import escapes_present, float_texts, join_lines
+from dsm.formats._flatjson import (
+    Escaped,
+    escaped_texts,
+    float_texts,
+    join_lines,
+    kernel_joins,
+    value_bytes,
+)
 from dsm.formats._storage import convert_array
 
 __all__ = [
@@ -98,21 +105,8 @@ def unsupported_json_type(type_: pa.DataType) -> str | None:
     return None
 
 
-def _bytes_of(text: pa.Array) -> np.ndarray:
-    """The UTF-8 bytes of a large_string array's values as one uint8 view (no copy)."""
-    if len(text) == 0 or text.buffers()[2] is None:
-        return np.empty(0, dtype=np.uint8)
-    offsets = np.frombuffer(text.buffers()[1], dtype=np.int64)
-    start, end = int(offsets[text.offset]), int(offsets[text.offset + len(text)])
-    return np.frombuffer(text.buffers()[2], dtype=np.uint8, count=end - start, offset=start)
-
-
 def _escapes_in(raw: np.ndarray) -> tuple[bool, bool, set[int]]:
-    """Whether ``raw`` holds a backslash, a quote, and which control characters: one pass of the compiled
-    kernel where it is built, else three NumPy passes."""
-    found = escapes_present(raw)
-    if found is not None:
-        return bool(found >> 32 & 1), bool(found >> 33 & 1), {c for c in range(0x20) if found >> c & 1}
+    """Whether ``raw`` holds a backslash, a quote, and which control characters (three NumPy passes)."""
     controls = raw[raw < 0x20]
     present = set(np.unique(controls).tolist()) if len(controls) else set()
     return bool(np.count_nonzero(raw == 0x5C)), bool(np.count_nonzero(raw == 0x22)), present
@@ -121,11 +115,15 @@ def _escapes_in(raw: np.ndarray) -> tuple[bool, bool, set[int]]:
 def escape_json_strings(strings: pa.Array) -> pa.Array:
     """The body of a JSON string literal for each value (``"``, ``\\`` and control characters escaped).
 
-    One scan of the values' bytes finds which of the escapes occur; only those replacement
-    passes run (most text needs none, or one or two).
+    With the compiled kernel, one scan of the values' bytes finds what escaping adds and, where anything,
+    one more pass writes the escaped values. Without it, a NumPy scan finds which escapes occur and only
+    their replacement passes run (most text needs none, or one or two).
     """
     text = strings.cast(_TEXT)
-    backslash, quote, present = _escapes_in(_bytes_of(text))
+    escaped = escaped_texts(text)
+    if escaped is not None:
+        return escaped
+    backslash, quote, present = _escapes_in(value_bytes(text))
     if backslash:
         text = pc.replace_substring(text, "\\", "\\\\")
     if quote:
@@ -283,23 +281,31 @@ def encode_lines(batch: pa.RecordBatch) -> pa.Array:
 
 
 def encode_lines_bytes(batch: pa.RecordBatch) -> pa.Buffer:
-    """The bytes of ``encode_lines(batch)``, joined by the compiled kernel where it is built."""
-    texts, quoted = _line_texts(batch)
-    joined = join_lines(_object_parts(batch.schema.names, texts, quoted=quoted, end="}\n"), batch.num_rows)
-    if joined is not None:
-        return joined
+    """The bytes of ``encode_lines(batch)``, joined by the compiled kernel where it is built (which escapes
+    the text columns without nulls as it copies them)."""
+    joined_by_kernel = kernel_joins()
+    texts, quoted = _line_texts(batch, escaped_by_join=joined_by_kernel)
+    if joined_by_kernel:
+        parts = _object_parts(batch.schema.names, texts, quoted=quoted, end="}\n")
+        joined = join_lines(parts, batch.num_rows)
+        if joined is not None:
+            return joined
+        texts, quoted = _line_texts(batch)
     return text_buffer(_object(batch.schema.names, texts, batch.num_rows, quoted=quoted, end="}\n"))
 
 
-def _line_texts(batch: pa.RecordBatch) -> tuple[list[pa.Array], list[bool]]:
-    """The texts of each column of a line, and whether the joining adds their quotes."""
-    texts = []
+def _line_texts(
+    batch: pa.RecordBatch, *, escaped_by_join: bool = False
+) -> tuple[list[pa.Array | Escaped], list[bool]]:
+    """The texts of each column of a line, and whether the joining adds their quotes; with
+    ``escaped_by_join``, a text column without nulls is left for the kernel's join to escape."""
+    texts: list[pa.Array | Escaped] = []
     quoted = []
     for name, column in zip(batch.schema.names, batch.columns, strict=True):
         try:
             if is_string_like(column.type) and column.null_count == 0:
                 # The most common text column: escaped only; _object adds the quotes while joining.
-                texts.append(escape_json_strings(column))
+                texts.append(Escaped(column) if escaped_by_join else escape_json_strings(column))
                 quoted.append(True)
             else:
                 texts.append(encode_values(column))

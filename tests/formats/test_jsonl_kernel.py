@@ -6,9 +6,11 @@ Generated tokens (numbers of every shape, out-of-range integers, literals, strin
 timestamps valid and not, nested values) and generated lines (key order, missing, duplicate and unknown
 keys, whitespace, blank lines, a last line without a newline) are read with the scanner and without it:
 where the scanner accepts a line, pyarrow's parser accepts it too and gives the same values, bit for bit;
-the JSONL reader gives the same table or the same error either way. Lines written by dsm are accepted.
+the JSONL reader gives the same table or the same error either way. Lines written by dsm, escapes and all,
+are accepted.
 Writing: batches of every type the format holds, sliced anywhere, with and without nulls, are written to
-the same bytes with the kernel's join and with Arrow's.
+the same bytes with the kernel's join and with Arrow's; texts with every escape at every place around the
+kernel's 16- and 64-byte steps are escaped to the same bytes as Arrow's replacements give, and read back.
 """
 
 from __future__ import annotations
@@ -33,7 +35,13 @@ from hypothesis import strategies as st
 from dsm.errors import FormatError
 from dsm.formats import _flatjson, _lines
 from dsm.formats._flatjson import FlatScanner
-from dsm.formats._jsontext import _escapes_in, encode_lines, encode_lines_bytes, json_stored_type, text_buffer
+from dsm.formats._jsontext import (
+    encode_lines,
+    encode_lines_bytes,
+    escape_json_strings,
+    json_stored_type,
+    text_buffer,
+)
 from dsm.formats._storage import convert_batch
 from dsm.formats.jsonl import JsonlFormat, _ChunkParser
 
@@ -395,17 +403,16 @@ def test_lines_dsm_writes_are_read_by_the_scanner(seed: int) -> None:
         writer.write_batch(batch)
     writer.close()
     lines = sink.getvalue()
-    # lines with escapes are left to pyarrow's parser; the others are the scanner's
-    plain = b"".join(line for line in lines.splitlines(keepends=True) if b"\\" not in line)
+    assert b"\\" in lines  # escapes included: the scanner decodes them
     scanner = FlatScanner.of(schema)
     assert scanner is not None
-    scanned = scanner.scan(plain)
+    scanned = scanner.scan(lines)
     assert scanned is not None, "the scanner refused lines dsm wrote"
     with scanner_mode("python"):
-        expected = _ChunkParser(schema, "x").parse(plain, 1)
+        expected = _ChunkParser(schema, "x").parse(lines, 1)
     assert_same_rows(scanned, expected)
-    assert scanned.num_rows > 1000
-    # and the whole file, escapes included, reads as written
+    assert scanned.num_rows == 2000
+    # and the whole file reads as written
     read = pa.Table.from_batches(
         list(JsonlFormat().iter_batches(io.BytesIO(lines), shard="x", schema=schema)), schema=schema
     )
@@ -476,6 +483,10 @@ def _mostly_plain_bytes(draw: st.DrawFn) -> bytes:
     return bytes(out)
 
 
+_SHORT_ESCAPES = {0x22, 0x5C, 0x0A, 0x0D, 0x09}
+"""A quote, a backslash, \\n, \\r and \\t: escaped as two bytes; other control characters as six (\\u00XX)."""
+
+
 @built
 @settings(max_examples=300, deadline=None)
 @given(
@@ -484,12 +495,69 @@ def _mostly_plain_bytes(draw: st.DrawFn) -> bytes:
     | _mostly_plain_bytes(),
     skip=st.integers(0, 7),
 )
-def test_the_escapes_a_text_needs_are_found_as_numpy_finds_them(data: bytes, skip: int) -> None:
+def test_what_escaping_adds_is_counted_byte_by_byte(data: bytes, skip: int) -> None:
     data = data[min(skip, len(data)) :]  # and from every alignment of the buffer
     raw = np.frombuffer(b"\x00" * skip + data, np.uint8)[skip:]
-    kernel, numpy = both(lambda: _escapes_in(raw))
-    assert kernel == numpy
-    assert numpy == (b"\\" in data, b'"' in data, {c for c in data if c < 0x20})
+    expected = sum(1 if c in _SHORT_ESCAPES else 5 for c in data if c < 0x20 or c in _SHORT_ESCAPES)
+    assert _flatjson.escape_growth(raw) == expected
+    with scanner_mode("python"):
+        assert _flatjson.escape_growth(raw) is None
+
+
+_TEXT_PIECES = [
+    "a" * 15,
+    "b" * 16,
+    "c" * 17,
+    "d" * 31,
+    "e" * 64,
+    " ",
+    '"',
+    "\\",
+    "\n",
+    "\r",
+    "\t",
+    "\x08",
+    "\x0c",
+    "\x7f",
+    "é",
+    "名",
+    "\u2028",
+    "😀",
+]
+
+
+def _escapable_text() -> st.SearchStrategy[str]:
+    """Text of plain runs of every length around the kernel's 16-byte steps, and bytes JSON escapes (every
+    control character) at drawn places in and across them."""
+    piece = st.sampled_from(_TEXT_PIECES) | st.integers(0, 0x1F).map(chr)
+    return st.lists(piece, max_size=40).map("".join)
+
+
+@built
+@settings(max_examples=200, deadline=None)
+@given(
+    values=st.lists(st.none() | _escapable_text(), max_size=25),
+    start=st.integers(0, 5),
+    large=st.booleans(),
+)
+def test_texts_are_escaped_by_the_kernel_as_arrows_replacements_escape_them(
+    values: list[str | None], start: int, large: bool
+) -> None:
+    array = pa.array(values, pa.large_string() if large else pa.string()).slice(min(start, len(values)))
+    kernel, arrow = both(lambda: escape_json_strings(array))
+    assert isinstance(kernel, pa.Array) and isinstance(arrow, pa.Array)
+    kernel.validate(full=True)
+    assert kernel.equals(arrow)
+    for value, text in zip(array.to_pylist(), kernel.to_pylist(), strict=True):
+        assert (text is None) if value is None else json.loads(f'"{text}"') == value
+    # a text column without nulls is escaped by the join itself, next to one the join copies as it is
+    texts = array.fill_null("")
+    batch = pa.RecordBatch.from_arrays(
+        [texts, pa.array(["plain"] * len(texts)), pa.array(range(len(texts)))], names=["t", "p", "i"]
+    )
+    joined, arrow_joined = both(lambda: encode_lines_bytes(batch).to_pybytes())
+    assert joined == arrow_joined == text_buffer(encode_lines(batch)).to_pybytes()
+    assert [json.loads(line) for line in joined.split(b"\n")[:-1]] == batch.to_pylist()
 
 
 _NEWLINE_BLOCK = 255 * 32
