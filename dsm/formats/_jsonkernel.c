@@ -15,9 +15,9 @@
  * one dsm writes and the one most writers of flat rows write, and returns None as soon as a line leaves
  * it (a control character or an odd escape in a string, a nested value, a duplicate or unknown key, an
  * escape in a key, an integer out of range, a number that cannot be converted exactly by the rules below,
- * a blank line, any whitespace but space and tab, ...). The caller then parses the same chunk with pyarrow's JSON parser as before, which decides
- * what the line means or which error it is. So whatever this scanner accepts, it reads as pyarrow reads
- * it; the tests compare both on generated lines.
+ * a blank line, any whitespace but space and tab, ...). The caller then parses the same chunk with
+ * pyarrow's JSON parser as before, which decides what the line means or which error it is. So whatever
+ * this scanner accepts, it reads as pyarrow reads it; the tests compare both on generated lines.
  *
  * Numbers: integers by the JSON grammar without a fraction or exponent (no "-0", no leading zeros), range
  * checked for the field's type; floats by the JSON grammar, converted with correct rounding to the field's
@@ -305,7 +305,10 @@ static inline int hex4(const char *p, const char *e, uint32_t *value) {
     uint32_t v = 0;
     for (int i = 0; i < 4; ++i) {
         char c = p[i];
-        int d = IS_DIGIT(c) ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
+        int d = IS_DIGIT(c)                ? c - '0'
+                : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+                : (c >= 'A' && c <= 'F') ? c - 'A' + 10
+                                         : -1;
         if (d < 0) return 0;
         v = v << 4 | (uint32_t)d;
     }
@@ -1067,7 +1070,7 @@ static PyObject *escape(PyObject *self, PyObject *args) {
     used = escape_rows(&part, rows, (int64_t *)ends.buf, out.buf, out.len);
     Py_END_ALLOW_THREADS
     if (used < 0) {
-        PyErr_SetString(PyExc_ValueError, "escape: an offset lies outside the bytes, or the output is too small");
+        PyErr_SetString(PyExc_ValueError, "escape: an offset lies outside the bytes, or out is too small");
         goto done;
     }
     result = PyLong_FromLongLong((long long)used);
@@ -1112,9 +1115,9 @@ static PyObject *room(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"room", room, METH_VARARGS, "room(n) -> bytearray: n bytes, not set: the caller fills them or cuts them off"},
-    {"escapes", escapes, METH_VARARGS, "escapes(data) -> int: how many bytes escaping data for a JSON string adds"},
+    {"escapes", escapes, METH_VARARGS, "escapes(data) -> int: the bytes escaping data for a JSON string adds"},
     {"escape", escape, METH_VARARGS,
-     "escape(offsets, data, first, rows, wide, ends, out) -> bytes written: the escaped texts of a string array"},
+     "escape(offsets, data, first, rows, wide, ends, out) -> bytes written: a string array's escaped texts"},
     {"float_texts", float_texts, METH_VARARGS,
      "float_texts(values, validity, offset, count, width, offsets, data) -> bytes used, or -1: Arrow's texts"},
     {"newlines", newlines, METH_VARARGS, "newlines(data) -> int: how many newline bytes data holds"},
