@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import xxhash
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -146,6 +147,30 @@ def test_values_of_every_length_class_hash_alike(type_: pa.DataType) -> None:
     for piece in (arr, arr.slice(3), arr.slice(half - 2, 9)):
         kernel, python = both_paths(lambda piece=piece: hash_values(piece))  # type: ignore[misc]
         assert _hex(kernel) == _hex(python)
+
+
+_LONG_LENGTHS = [241, 255, 256, 257, 1023, 1024, 1025, 1088, 2047, 2048, 4096 + 63, 65536 + 1]
+
+
+@needs_kernel
+@settings(max_examples=150, deadline=None)
+@given(
+    data=st.one_of(
+        st.binary(min_size=241, max_size=5000),
+        st.sampled_from(_LONG_LENGTHS).map(lambda n: bytes((i * 131 + n) % 256 for i in range(n))),
+    ),
+    seed=st.integers(0, 2**64 - 1),
+)
+def test_every_long_input_form_the_cpu_runs_gives_xxhashs_digest(data: bytes, seed: int) -> None:
+    # Values over 240 bytes are hashed by the AVX-512 or AVX2 form where the CPU has it; each form the CPU
+    # runs, the one in use first, against xxhash's own digest (stripes, blocks and their edges).
+    kernel = fingerprint_kernel._load()[0]
+    assert kernel is not None
+    digests = kernel.long_digests(data, seed)
+    assert digests[0][0] == kernel.LONG_HASH_FORM
+    assert digests[-1][0] == "sse2"
+    for form, digest in digests:
+        assert digest == xxhash.xxh3_64_intdigest(data, seed=seed), form
 
 
 @needs_kernel

@@ -18,6 +18,11 @@ from dsm.errors import FormatError, InputError, SchemaError
 T = TypeVar("T")
 U = TypeVar("U")
 
+try:
+    from dsm.formats._jsonkernel import utf8_valid as _utf8_valid  # type: ignore[import-not-found]
+except ImportError:  # built without a C compiler
+    _utf8_valid = None
+
 __all__ = [
     "STREAM_CODECS",
     "STREAM_SUFFIXES",
@@ -282,6 +287,24 @@ def _has_text(type_: pa.DataType) -> bool:
     return any(_has_text(type_.field(i).type) for i in range(type_.num_fields))
 
 
+def _texts_valid(column: pa.Array) -> bool:
+    """Whether the compiled kernel finds a string or large_string column without nulls valid: each value
+    UTF-8, the offsets ascending within the bytes. False where it finds otherwise or does not apply (nulls,
+    whose bytes Arrow does not check; other types; no kernel built): Arrow's full validation then decides,
+    and says what is wrong. The kernel passes over ASCII 64 bytes at a time, about twice the speed of
+    Arrow's check on text in cache."""
+    kind = column.type
+    if _utf8_valid is None or not len(column) or column.null_count:
+        return False
+    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+        return False
+    _, offsets, data = column.buffers()
+    if offsets is None:
+        return False
+    wide = pa.types.is_large_string(kind)
+    return bool(_utf8_valid(offsets, b"" if data is None else data, column.offset, len(column), wide))
+
+
 def check_utf8(batch: pa.RecordBatch, where: str) -> pa.RecordBatch:
     """``batch``, once its string values are known to be valid UTF-8 (readers of stored Arrow data do not
     check them).
@@ -289,7 +312,7 @@ def check_utf8(batch: pa.RecordBatch, where: str) -> pa.RecordBatch:
     ``where`` names the shard (and row group) in the FormatError, which also names the field.
     """
     for field, column in zip(batch.schema, batch.columns, strict=True):
-        if not _has_text(field.type):
+        if not _has_text(field.type) or _texts_valid(column):
             continue
         try:
             column.validate(full=True)

@@ -32,6 +32,9 @@
  *
  * newlines(data) counts the newline bytes of data (for the line formats' chunks and line numbers).
  *
+ * utf8_valid(offsets, data, first, rows, wide) says whether each text of a string array is UTF-8 and its
+ * offsets ascend within data (every reader's check of stored text: dsm.formats._common.check_utf8).
+ *
  * float_texts(values, validity, offset, count, width, offsets, data) writes the text of each float32 or
  * float64 of an Arrow array as Arrow's cast to string writes it (the shortest digits that read back to the
  * same value), for the values written in plain positional notation: see float_text.
@@ -42,6 +45,7 @@
 #include <locale.h>
 #include <math.h>
 #include <float.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1101,6 +1105,109 @@ static uint64_t newlines_in(const unsigned char *p, Py_ssize_t len) {
 
 static PyObject *newlines(PyObject *self, PyObject *args) { return over_bytes(args, newlines_in); }
 
+/* The length of the UTF-8 character at p (before e): 1-4, or 0 where the bytes there are not one (RFC 3629:
+ * no overlong forms, no surrogates, nothing past U+10FFFF). */
+static inline int utf8_char(const unsigned char *p, const unsigned char *e) {
+    unsigned c = p[0];
+    ptrdiff_t left = e - p;
+    if (c < 0x80) return 1;
+    if (c < 0xC2) return 0;
+    if (c < 0xE0) return left >= 2 && (p[1] & 0xC0) == 0x80 ? 2 : 0;
+    if (c < 0xF0) {
+        if (left < 3 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80) return 0;
+        if ((c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] > 0x9F)) return 0;
+        return 3;
+    }
+    if (c > 0xF4 || left < 4 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80) return 0;
+    if ((c == 0xF0 && p[1] < 0x90) || (c == 0xF4 && p[1] > 0x8F)) return 0;
+    return 4;
+}
+
+/* Bit i set where byte i of the 16 at p is not ASCII. */
+static inline unsigned high_mask16(const unsigned char *p) {
+#if defined(__SSE2__)
+    return (unsigned)_mm_movemask_epi8(_mm_loadu_si128((const __m128i *)p));
+#else
+    unsigned mask = 0;
+    for (int i = 0; i < 16; ++i) mask |= (unsigned)(p[i] >> 7) << i;
+    return mask;
+#endif
+}
+
+/* Whether [p, e) is UTF-8: ASCII passed over 64 bytes, then 16, at a time (one OR and one mask for 64), each
+ * character that is not ASCII checked by utf8_char, as are the ones right after it (text of another script
+ * is mostly such characters). */
+static int utf8_valid_in(const unsigned char *p, const unsigned char *e) {
+    while (p < e) {
+        if (e - p >= 64) {
+            unsigned char any = 0;
+            for (int i = 0; i < 64; ++i) any |= p[i];
+            if (!(any & 0x80)) {
+                p += 64;
+                continue;
+            }
+        }
+        if (e - p >= 16) {
+            unsigned mask = high_mask16(p);
+            if (!mask) {
+                p += 16;
+                continue;
+            }
+            p += __builtin_ctz(mask);
+        } else if (*p < 0x80) {
+            ++p;
+            continue;
+        }
+        do {
+            int n = utf8_char(p, e);
+            if (!n) return 0;
+            p += n;
+        } while (p < e && *p >= 0x80);
+    }
+    return 1;
+}
+
+/* Whether each of the rows texts of a string array from slot first is UTF-8, its offsets ascending within
+ * the len bytes: the bytes from the first text's start to the last's end are checked as one run, and no
+ * text may start with a continuation byte (in a valid run, that is a character cut between two texts). */
+static int texts_valid(const char *offsets, int wide, Py_ssize_t first, int64_t rows, const unsigned char *bytes,
+                       Py_ssize_t len) {
+    Part part = {.offsets = (const uint8_t *)offsets, .wide = wide};
+    int64_t start = offset_at(&part, first), end = offset_at(&part, first + rows);
+    if (start < 0 || end < start || end > len) return 0;
+    int64_t previous = start;
+    for (int64_t row = 1; row <= rows; ++row) {
+        int64_t at = offset_at(&part, first + row);
+        if (at < previous) return 0;
+        if (row < rows && at < end && (bytes[at] & 0xC0) == 0x80) return 0;
+        previous = at;
+    }
+    return utf8_valid_in(bytes + start, bytes + end);
+}
+
+/* utf8_valid(offsets, data, first, rows, wide) -> bool: texts_valid, with the GIL released. */
+static PyObject *utf8_valid(PyObject *self, PyObject *args) {
+    Py_buffer offsets, data;
+    Py_ssize_t first;
+    long long rows;
+    int wide;
+    if (!PyArg_ParseTuple(args, "y*y*nLp", &offsets, &data, &first, &rows, &wide)) return NULL;
+    PyObject *result = NULL;
+    if (first < 0 || rows < 0 || offsets.len / (wide ? 8 : 4) < first + rows + 1) {
+        PyErr_SetString(PyExc_ValueError, "utf8_valid: the offsets do not cover the rows");
+        goto done;
+    }
+    int valid;
+    Py_BEGIN_ALLOW_THREADS
+    valid = texts_valid(offsets.buf, wide, first, rows, data.buf, data.len);
+    Py_END_ALLOW_THREADS
+    result = PyBool_FromLong(valid);
+done:
+    PyBuffer_Release(&offsets);
+    PyBuffer_Release(&data);
+    return result;
+}
+
 /* A bytearray of n bytes whose contents are not set, for a reader that fills it whole or cuts it to what it
  * filled: bytearray(n) writes n zeros first, 2% of a JSONL -> Parquet job for its 16 MiB chunks. */
 static PyObject *room(PyObject *self, PyObject *args) {
@@ -1121,6 +1228,8 @@ static PyMethodDef methods[] = {
     {"float_texts", float_texts, METH_VARARGS,
      "float_texts(values, validity, offset, count, width, offsets, data) -> bytes used, or -1: Arrow's texts"},
     {"newlines", newlines, METH_VARARGS, "newlines(data) -> int: how many newline bytes data holds"},
+    {"utf8_valid", utf8_valid, METH_VARARGS,
+     "utf8_valid(offsets, data, first, rows, wide) -> bool: each text is UTF-8, the offsets ascend within data"},
     {"join", join, METH_VARARGS,
      "join(parts, rows, out) -> bytes written, or -1 where out is too small: the lines of a batch, row by row"},
     {"scan", scan, METH_VARARGS,

@@ -15,7 +15,9 @@
  * iterator needs once per block of rows and NumPy's argsort made a quarter of a shuffled epoch's time.
  *
  * xxHash comes from the system's xxhash.h (Debian: libxxhash-dev), inlined, so the built module does not
- * depend on a shared library at run time.
+ * depend on a shared library at run time. xxhash.h picks its vector code when it is compiled, and a build
+ * for any x86-64 gets SSE2; values longer than 240 bytes (most text) are hashed by the AVX-512 or AVX2 form
+ * where the CPU has it, chosen when the module loads (see long_hash).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -24,6 +26,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && __GNUC__ >= 12
+#define LONG_HASH_DISPATCH 1
+#define XXH_X86DISPATCH 1
+#include <immintrin.h>
+#define XXH_DISPATCH_AVX2 1
+#define XXH_DISPATCH_AVX512 1
+#define XXH_TARGET_AVX2 __attribute__((__target__("avx2")))
+#define XXH_TARGET_AVX512 __attribute__((__target__("avx512f")))
+#endif
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
@@ -64,8 +75,38 @@ static void seeded_init(seeded_hash *h, uint64_t seed) {
     XXH3_generateSecret_fromSeed(h->secret, seed);
 }
 
+/* XXH3-64 of an input longer than XXH3_MIDSIZE_MAX (240 bytes) with a secret, as
+ * XXH3_64bits_withSecretandSeed computes it there (the seed is not used), by xxhash.h's loop over stripes
+ * with the accumulate and scramble steps of one instruction set. xxhash.h gives every form the same bits
+ * (tests/hashing compares each form the CPU runs with xxhash's own digest). The forms are built where
+ * xxhash.h is the version whose internal names they use (0.8.1); elsewhere only its own form is. */
+typedef uint64_t (*long_hash_fn)(const void *, size_t, const void *, size_t);
+
+static uint64_t long_hash_default(const void *data, size_t len, const void *secret, size_t size) {
+    return XXH3_64bits_withSecretandSeed(data, len, secret, size, 0);
+}
+
+#if defined(LONG_HASH_DISPATCH) && XXH_VERSION_NUMBER == 801
+#define LONG_HASH_FORMS 1
+__attribute__((__target__("avx2"), noinline)) static uint64_t long_hash_avx2(const void *data, size_t len,
+                                                                            const void *secret, size_t size) {
+    return XXH3_hashLong_64b_internal(data, len, secret, size, XXH3_accumulate_512_avx2, XXH3_scrambleAcc_avx2);
+}
+
+__attribute__((__target__("avx512f"), noinline)) static uint64_t long_hash_avx512(const void *data, size_t len,
+                                                                                 const void *secret, size_t size) {
+    return XXH3_hashLong_64b_internal(data, len, secret, size, XXH3_accumulate_512_avx512,
+                                      XXH3_scrambleAcc_avx512);
+}
+#endif
+
+/* The form of long_hash the CPU runs, and its name (set when the module loads). */
+static long_hash_fn long_hash = long_hash_default;
+static const char *long_hash_form = "sse2";
+
 static inline uint64_t seeded(const seeded_hash *h, const void *data, size_t len) {
-    return XXH3_64bits_withSecretandSeed(data, len, h->secret, sizeof h->secret, h->seed);
+    if (len <= XXH3_MIDSIZE_MAX) return XXH3_64bits_withSecretandSeed(data, len, h->secret, sizeof h->secret, h->seed);
+    return long_hash(data, len, h->secret, sizeof h->secret);
 }
 
 static inline int64_t read_offset(const char *base, Py_ssize_t index, int width) {
@@ -977,7 +1018,54 @@ done:
     return result;
 }
 
+/* The forms of long_hash the CPU runs, the one in use first. */
+static Py_ssize_t long_hash_forms(long_hash_fn *forms, const char **names) {
+    Py_ssize_t n = 0;
+#ifdef LONG_HASH_FORMS
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) {
+        forms[n] = long_hash_avx512;
+        names[n++] = "avx512";
+    }
+    if (__builtin_cpu_supports("avx2")) {
+        forms[n] = long_hash_avx2;
+        names[n++] = "avx2";
+    }
+#endif
+    forms[n] = long_hash_default;
+    names[n++] = "sse2";
+    return n;
+}
+
+/* long_digests(data, seed): [(form, XXH3-64 of data with seed's secret)] for each form of long_hash the CPU
+ * runs: the tests check that every form gives xxHash's digest. */
+static PyObject *long_digests(PyObject *self, PyObject *args) {
+    Py_buffer data;
+    unsigned long long seed;
+    if (!PyArg_ParseTuple(args, "y*K", &data, &seed)) return NULL;
+    if (data.len <= XXH3_MIDSIZE_MAX) {
+        PyBuffer_Release(&data);
+        PyErr_SetString(PyExc_ValueError, "long_digests takes data longer than 240 bytes");
+        return NULL;
+    }
+    seeded_hash h;
+    seeded_init(&h, seed);
+    long_hash_fn forms[3];
+    const char *names[3];
+    Py_ssize_t n = long_hash_forms(forms, names);
+    PyObject *out = PyList_New(n);
+    for (Py_ssize_t i = 0; out != NULL && i < n; ++i) {
+        uint64_t digest = forms[i](data.buf, (size_t)data.len, h.secret, sizeof h.secret);
+        PyObject *item = Py_BuildValue("(sK)", names[i], (unsigned long long)digest);
+        if (item == NULL) Py_CLEAR(out);
+        else PyList_SET_ITEM(out, i, item);
+    }
+    PyBuffer_Release(&data);
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"long_digests", long_digests, METH_VARARGS, "[(form, digest)] of data for each long-input form the CPU runs."},
     {"hash_binary", hash_binary, METH_VARARGS, "XXH3-64 of each value of a string/binary array (by offsets)."},
     {"hash_fixed_binary", hash_fixed_binary, METH_VARARGS, "XXH3-64 of each value of a fixed_size_binary array."},
     {"hash_binary_views", hash_binary_views, METH_VARARGS, "XXH3-64 of each value of a string/binary view array."},
@@ -1009,7 +1097,13 @@ PyMODINIT_FUNC PyInit__rowhash(void) {
     if (m == NULL) return NULL;
     char version[32];
     snprintf(version, sizeof version, "%d.%d.%d", XXH_VERSION_MAJOR, XXH_VERSION_MINOR, XXH_VERSION_RELEASE);
-    if (PyModule_AddStringConstant(m, "XXHASH_VERSION", version) < 0) {
+    long_hash_fn forms[3];
+    const char *names[3];
+    long_hash_forms(forms, names);
+    long_hash = forms[0];
+    long_hash_form = names[0];
+    if (PyModule_AddStringConstant(m, "XXHASH_VERSION", version) < 0 ||
+        PyModule_AddStringConstant(m, "LONG_HASH_FORM", long_hash_form) < 0) {
         Py_DECREF(m);
         return NULL;
     }
