@@ -291,8 +291,8 @@ def _texts_valid(column: pa.Array) -> bool:
     """Whether the compiled kernel finds a string or large_string column without nulls valid: each value
     UTF-8, the offsets ascending within the bytes. False where it finds otherwise or does not apply (nulls,
     whose bytes Arrow does not check; other types; no kernel built): Arrow's full validation then decides,
-    and says what is wrong. The kernel passes over ASCII 64 bytes at a time, about twice the speed of
-    Arrow's check on text in cache."""
+    and says what is wrong. The kernel passes over ASCII 64 bytes at a time: on text in cache, it took half
+    the instructions of Arrow's check and ran at 1.3-2x its speed."""
     kind = column.type
     if _utf8_valid is None or not len(column) or column.null_count:
         return False

@@ -78,8 +78,9 @@ static void seeded_init(seeded_hash *h, uint64_t seed) {
 /* XXH3-64 of an input longer than XXH3_MIDSIZE_MAX (240 bytes) with a secret, as
  * XXH3_64bits_withSecretandSeed computes it there (the seed is not used), by xxhash.h's loop over stripes
  * with the accumulate and scramble steps of one instruction set. xxhash.h gives every form the same bits
- * (tests/hashing compares each form the CPU runs with xxhash's own digest). The forms are built where
- * xxhash.h is the version whose internal names they use (0.8.1); elsewhere only its own form is. */
+ * (tests/test_fingerprint_kernel.py compares each form the CPU runs with xxhash's own digest). The AVX2 and
+ * AVX-512 forms are built where xxhash.h is the version whose internal names they use (0.8.1); the
+ * "default" form, the header's own (SSE2 on any x86-64), is always built. */
 typedef uint64_t (*long_hash_fn)(const void *, size_t, const void *, size_t);
 
 static uint64_t long_hash_default(const void *data, size_t len, const void *secret, size_t size) {
@@ -102,7 +103,7 @@ __attribute__((__target__("avx512f"), noinline)) static uint64_t long_hash_avx51
 
 /* The form of long_hash the CPU runs, and its name (set when the module loads). */
 static long_hash_fn long_hash = long_hash_default;
-static const char *long_hash_form = "sse2";
+static const char *long_hash_form = "default";
 
 static inline uint64_t seeded(const seeded_hash *h, const void *data, size_t len) {
     if (len <= XXH3_MIDSIZE_MAX) return XXH3_64bits_withSecretandSeed(data, len, h->secret, sizeof h->secret, h->seed);
@@ -1033,7 +1034,7 @@ static Py_ssize_t long_hash_forms(long_hash_fn *forms, const char **names) {
     }
 #endif
     forms[n] = long_hash_default;
-    names[n++] = "sse2";
+    names[n++] = "default";
     return n;
 }
 
