@@ -18,7 +18,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.csv as pcsv
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from dsm.errors import FormatError, SchemaError
@@ -250,13 +250,19 @@ def _checked(data: bytes, cuts: list[int]) -> tuple[int, str, int | None] | None
 
 @settings(max_examples=300, deadline=None)
 @given(
-    data=st.binary(max_size=40).map(lambda b: bytes(b'",\n\rx\xef\xbb\xbf'[v % 8] for v in b)),
+    data=st.builds(
+        bytes.__add__,
+        st.sampled_from([b"", b"\xef\xbb\xbf"]),
+        st.binary(max_size=40).map(lambda b: bytes(b'",\n\rx\xef\xbb\xbf'[v % 8] for v in b)),
+    ),
     cuts=st.lists(st.floats(0, 1), max_size=4),
 )
+@example(data=b'\xef\xbb\xbf"', cuts=[0.5])  # a byte-order mark cut between the first two chunks
 def test_the_quote_scan_finds_what_the_grammar_finds_however_the_text_is_cut(
     data: bytes, cuts: list[float]
 ) -> None:
-    """Any bytes of quotes, delimiters, newlines and a byte-order mark, fed in chunks cut anywhere."""
+    """Any bytes of quotes, delimiters, newlines and byte-order marks, the text starting with one half the
+    time, fed in chunks cut anywhere (inside the leading mark too)."""
     at = sorted({int(c * len(data)) for c in cuts})
     found = _checked(data, at)
     expected = quote_problem(data)

@@ -73,6 +73,7 @@ class QuoteCheck:
         self._quotes = 0
         self._offset = 0
         self._start = 0  # where the first value starts: after a byte-order mark, if the text has one
+        self._head = b""  # the text's first bytes, up to a byte-order mark's length (chunks may cut it)
         self._previous: int | None = None  # the last byte fed; None before any
         self._open_end: int | None = None  # a closing quote that ended the last chunk, before its next byte
         self._opened = 0  # where the last quoted value opened
@@ -81,8 +82,10 @@ class QuoteCheck:
         data = np.frombuffer(chunk, dtype=np.uint8)
         if not len(data):
             return
-        if self._offset == 0 and bytes(data[:3]) == _BOM:
-            self._start = 3
+        if self._offset < len(_BOM):
+            self._head += bytes(data[: len(_BOM) - self._offset])
+            if self._head == _BOM:
+                self._start = len(_BOM)
         if self._open_end is not None:
             if not self._bounds[data[0]]:
                 raise MisplacedQuote(self._open_end, "closing", self._opened)
