@@ -49,6 +49,7 @@ __all__ = [
     "project_schema",
     "read_span",
     "slice_batches",
+    "texts_valid",
 ]
 
 STREAM_CODECS = ("gzip", "zstd", "bz2", "lz4")
@@ -287,7 +288,7 @@ def _has_text(type_: pa.DataType) -> bool:
     return any(_has_text(type_.field(i).type) for i in range(type_.num_fields))
 
 
-def _texts_valid(column: pa.Array) -> bool:
+def texts_valid(column: pa.Array) -> bool:
     """Whether the compiled kernel finds a string or large_string column without nulls valid: each value
     UTF-8, the offsets ascending within the bytes. False where it finds otherwise or does not apply (nulls,
     whose bytes Arrow does not check; other types; no kernel built): Arrow's full validation then decides,
@@ -312,7 +313,7 @@ def check_utf8(batch: pa.RecordBatch, where: str) -> pa.RecordBatch:
     ``where`` names the shard (and row group) in the FormatError, which also names the field.
     """
     for field, column in zip(batch.schema, batch.columns, strict=True):
-        if not _has_text(field.type) or _texts_valid(column):
+        if not _has_text(field.type) or texts_valid(column):
             continue
         try:
             column.validate(full=True)

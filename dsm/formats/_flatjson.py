@@ -37,6 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dsm.formats._common import texts_valid
 from dsm.formats._lines import count_newlines
 
 __all__ = [
@@ -288,9 +289,11 @@ class FlatScanner:
                 buffers.append(data)
             array = pa.Array.from_buffers(column.field.type, rows, buffers, null_count=nulls)
             try:
-                # In full (null counts, offsets, UTF-8), but for texts the kernel found all ASCII: their
-                # offsets only grow as the kernel writes them, and ASCII is UTF-8.
-                array.validate(full=data is None or not ascii)
+                # In full (null counts, offsets, UTF-8), but for texts the kernel found all ASCII (their
+                # offsets only grow as the kernel writes them, and ASCII is UTF-8) or that the shared UTF-8
+                # check passes (texts without nulls).
+                full = data is None or not (ascii or texts_valid(array))
+                array.validate(full=full)
             except pa.ArrowInvalid:
                 return None
             arrays.append(array)

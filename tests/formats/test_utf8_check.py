@@ -109,7 +109,7 @@ def test_the_kernel_says_what_arrow_and_pythons_decoder_say(
     for piece in (array, array.slice(min(cut, len(array) - 1)), array.slice(0, max(1, len(array) - cut))):
         expected = all(_strict(v) for v in piece.cast(pa.large_binary()).to_pylist())
         assert _arrow_valid(piece) == expected
-        assert _common._texts_valid(piece) == expected
+        assert _common.texts_valid(piece) == expected
 
 
 @needs_kernel
@@ -119,14 +119,14 @@ def test_a_character_split_between_two_values_is_invalid(values: list[bytes], at
     # The bytes of all values together are valid UTF-8; a cut between two values inside a character leaves
     # both invalid, which a check of the bytes as one run would not see.
     joined = b"".join(values)
-    assert _common._texts_valid(_array([joined, b""], large=False))
+    assert _common.texts_valid(_array([joined, b""], large=False))
     inside = [i for i in range(1, len(joined)) if joined[i] & 0xC0 == 0x80]
     if not inside:
         return
     cut = inside[at % len(inside)]
     array = _array([joined[:cut], joined[cut:]], large=False)
     assert not _arrow_valid(array)
-    assert not _common._texts_valid(array)
+    assert not _common.texts_valid(array)
 
 
 @needs_kernel
@@ -136,7 +136,7 @@ def test_every_byte_at_every_place_of_a_block() -> None:
         for byte in range(256):
             value = b"x" * run + bytes([byte]) + b"y" * 20
             array = _array([value, b"z", value[: run + 1]], large=bool(byte & 1))
-            assert _common._texts_valid(array) == (byte < 0x80), (run, byte)
+            assert _common.texts_valid(array) == (byte < 0x80), (run, byte)
 
 
 @needs_kernel
