@@ -35,9 +35,13 @@
  * utf8_valid(offsets, data, first, rows, wide) says whether each text of a string array is UTF-8 and its
  * offsets ascend within data (every reader's check of stored text: dsm.formats._common.check_utf8).
  *
- * float_texts(values, validity, offset, count, width, offsets, data) writes the text of each float32 or
- * float64 of an Arrow array as Arrow's cast to string writes it (the shortest digits that read back to the
- * same value), for the values written in plain positional notation: see float_text.
+ * int_texts(values, validity, offset, count, width, offsets, data, signed) writes the decimal text of each
+ * integer of an Arrow array, as Arrow's cast to string writes it.
+ *
+ * float_texts(values, validity, offset, count, width, offsets, data) writes the JSON text of each float32
+ * or float64 of an Arrow array as Arrow's cast to string writes it (the shortest digits that read back to
+ * the same value), negative zero as -0.0, for the values written in plain positional notation: see
+ * float_text.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -87,6 +91,55 @@ static inline int value_ends(const char *p, const char *e) {
 }
 
 static inline void set_bit(uint8_t *bits, int64_t i) { bits[i >> 3] |= (uint8_t)(1u << (i & 7)); }
+
+/* The len bytes at from into to. Most parts of a line are short (a key with its separators, a number's
+ * text): up to 16 bytes are copied by two loads and two stores, overlapping where len is not their size,
+ * without the call memcpy takes for a length not known here (a numeric line spent more time in those calls
+ * than in copying). */
+static inline void copy_text(char *to, const char *from, int64_t len) {
+    if (len > 16) {
+        memcpy(to, from, (size_t)len);
+    } else if (len >= 8) {
+        uint64_t head, tail;
+        memcpy(&head, from, 8);
+        memcpy(&tail, from + len - 8, 8);
+        memcpy(to, &head, 8);
+        memcpy(to + len - 8, &tail, 8);
+    } else if (len >= 4) {
+        uint32_t head, tail;
+        memcpy(&head, from, 4);
+        memcpy(&tail, from + len - 4, 4);
+        memcpy(to, &head, 4);
+        memcpy(to + len - 4, &tail, 4);
+    } else if (len > 0) { /* 1-3 bytes: the first, the middle and the last cover them */
+        char first = from[0], middle = from[len / 2], last = from[len - 1];
+        to[0] = first;
+        to[len / 2] = middle;
+        to[len - 1] = last;
+    }
+}
+
+/* The decimal digits of m written to end at end (at most 20 bytes before it): where they start. Two digits
+ * a step, from a table of the hundred pairs: half the divisions of one digit a step. */
+static const char DIGIT_PAIRS[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051"
+    "525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
+
+static inline char *digits_before(uint64_t m, char *end) {
+    while (m >= 100) {
+        uint64_t q = m / 100;
+        end -= 2;
+        memcpy(end, DIGIT_PAIRS + 2 * (m - q * 100), 2);
+        m = q;
+    }
+    if (m >= 10) {
+        end -= 2;
+        memcpy(end, DIGIT_PAIRS + 2 * m, 2);
+    } else {
+        *--end = (char)('0' + m);
+    }
+    return end;
+}
 
 /* An integer by the JSON grammar; 0 when the token is not one this scanner accepts. */
 static int parse_int(const char **pp, const char *e, int kind, uint8_t *out, int64_t row) {
@@ -793,7 +846,7 @@ static int64_t join_rows(const Part *parts, Py_ssize_t n, int64_t rows, char *ou
                 continue;
             }
             if (len > cap - at) return -2;
-            memcpy(out + at, from, (size_t)len);
+            copy_text(out + at, from, len);
             at += len;
         }
     }
@@ -881,7 +934,9 @@ static int reads_back(double c, double P, double a, int is32) {
 }
 
 /* The text of one finite float v (its magnitude a, float32 when is32) into out, as Arrow's cast to string
- * writes it, or 0 where this does not cover it (the caller then leaves the whole array to Arrow).
+ * writes it, or 0 where this does not cover it (the caller then leaves the whole array to Arrow). Negative
+ * zero is the one text JSON needs otherwise: -0.0, where Arrow's "-0" reads back as the integer 0 in many
+ * JSON readers.
  *
  * The shortest digits that read back to v are found by trying k = 0, 1, 2, ... fraction digits: the first
  * k at which an integer c read as c / 10^k gives v back. Only while c stays below 2^52 (float: 2^23): the
@@ -890,15 +945,18 @@ static int reads_back(double c, double P, double a, int is32) {
  * round-trip formatter (Arrow's included) gives. That c is the integer nearest a * 10^k; the product is
  * rounded, so where it falls within a quarter of a half-integer its neighbour on that side is tried too.
  * Arrow writes positional notation for decimal exponents -6 to 9 (0.000001 to 9999999999.x) and
- * exponential notation outside: those, zero's "-0" aside, are left to it. */
+ * exponential notation outside: those are left to it. */
 static int float_text(double v, int is32, char *out) {
     int neg = signbit(v) != 0;
     double a = fabs(v);
     char *o = out;
     if (a == 0) {
-        if (neg) *o++ = '-';
-        *o++ = '0';
-        return (int)(o - out);
+        if (neg) {
+            memcpy(o, "-0.0", 4);
+            return 4;
+        }
+        *o = '0';
+        return 1;
     }
     const double limit = is32 ? 8388608.0 : 4503599627370496.0;
     for (int k = 0; k <= 22; ++k) {
@@ -920,9 +978,9 @@ static int float_text(double v, int is32, char *out) {
         }
         if (ok < 0) return 0;
         if (!ok) continue;
-        char digits[20];
-        int n = 0;
-        for (uint64_t m = (uint64_t)c; m; m /= 10) digits[n++] = (char)('0' + m % 10);
+        char digits[20], *end = digits + sizeof digits;
+        const char *d = digits_before((uint64_t)c, end);
+        int n = (int)(end - d);
         int exponent = n - 1 - k; /* of the first digit */
         if (exponent < -6 || exponent > 9) return 0;
         if (neg) *o++ = '-';
@@ -930,15 +988,15 @@ static int float_text(double v, int is32, char *out) {
             *o++ = '0';
             *o++ = '.';
             for (int z = 0; z < k - n; ++z) *o++ = '0';
-            while (n) *o++ = digits[--n];
         } else {
-            while (n > k) *o++ = digits[--n];
-            if (k) {
-                *o++ = '.';
-                while (n) *o++ = digits[--n];
-            }
+            copy_text(o, d, n - k);
+            o += n - k;
+            d += n - k;
+            n = k;
+            if (k) *o++ = '.';
         }
-        return (int)(o - out);
+        copy_text(o, d, n);
+        return (int)(o + n - out);
     }
     return 0;
 }
@@ -991,6 +1049,84 @@ static PyObject *float_texts(PyObject *self, PyObject *args) {
                 break;
             }
             used += n;
+        }
+        ends[i + 1] = used;
+    }
+    Py_END_ALLOW_THREADS
+    result = PyLong_FromLongLong((long long)used);
+done:
+    if (has_bits) PyBuffer_Release(&bits);
+    PyBuffer_Release(&values);
+    PyBuffer_Release(&offsets);
+    PyBuffer_Release(&data);
+    return result;
+}
+
+/* The most bytes one integer's text takes: a sign and 19 digits, or the 20 digits of a uint64. */
+#define INT_TEXT_MAX 20
+
+/* int_texts(values, validity, offset, count, width, offsets, data, signed) -> bytes used in data: the decimal
+ * texts of slots offset..offset+count-1 of an integer array of width 1, 2, 4 or 8 bytes (signed or not), as
+ * Arrow's cast to string writes them, a null slot empty, as a large_string array's int64 offsets (count + 1
+ * of them) and bytes (at least INT_TEXT_MAX a slot). */
+static PyObject *int_texts(PyObject *self, PyObject *args) {
+    Py_buffer values, offsets, data, bits;
+    PyObject *validity;
+    Py_ssize_t offset, count;
+    int width, is_signed, has_bits = 0;
+    if (!PyArg_ParseTuple(args, "y*Onniw*w*p", &values, &validity, &offset, &count, &width, &offsets, &data,
+                          &is_signed))
+        return NULL;
+    PyObject *result = NULL;
+    if ((width != 1 && width != 2 && width != 4 && width != 8) || offset < 0 || count < 0 ||
+        values.len < (offset + count) * width || offsets.len < (count + 1) * (Py_ssize_t)sizeof(int64_t) ||
+        data.len < count * INT_TEXT_MAX) {
+        PyErr_SetString(PyExc_ValueError, "int_texts: buffers too short for the slots, or a width not 1, 2, 4 or 8");
+        goto done;
+    }
+    if (validity != Py_None) {
+        if (PyObject_GetBuffer(validity, &bits, PyBUF_SIMPLE) < 0) goto done;
+        has_bits = 1;
+        if (bits.len * 8 < offset + count) {
+            PyErr_SetString(PyExc_ValueError, "int_texts: validity bitmap is shorter than its slots");
+            goto done;
+        }
+    }
+    int64_t used = 0;
+    Py_BEGIN_ALLOW_THREADS
+    const unsigned char *src = (const unsigned char *)values.buf, *valid = has_bits ? bits.buf : NULL;
+    int64_t *ends = (int64_t *)offsets.buf;
+    char *out = (char *)data.buf;
+    ends[0] = 0;
+    for (Py_ssize_t i = 0; i < count; ++i) {
+        Py_ssize_t slot = offset + i;
+        if (valid == NULL || (valid[slot >> 3] >> (slot & 7)) & 1) {
+            const unsigned char *at = src + slot * width;
+            uint64_t magnitude;
+            int negative = 0;
+            if (is_signed) {
+                int64_t v;
+                switch (width) {
+                case 1: v = (int8_t)at[0]; break;
+                case 2: { int16_t x; memcpy(&x, at, 2); v = x; } break;
+                case 4: { int32_t x; memcpy(&x, at, 4); v = x; } break;
+                default: memcpy(&v, at, 8); break;
+                }
+                negative = v < 0;
+                magnitude = negative ? (uint64_t)0 - (uint64_t)v : (uint64_t)v; /* INT64_MIN included */
+            } else {
+                switch (width) {
+                case 1: magnitude = at[0]; break;
+                case 2: { uint16_t x; memcpy(&x, at, 2); magnitude = x; } break;
+                case 4: { uint32_t x; memcpy(&x, at, 4); magnitude = x; } break;
+                default: memcpy(&magnitude, at, 8); break;
+                }
+            }
+            char digits[20], *end = digits + sizeof digits;
+            const char *d = digits_before(magnitude, end);
+            if (negative) out[used++] = '-';
+            copy_text(out + used, d, end - d);
+            used += end - d;
         }
         ends[i + 1] = used;
     }
@@ -1225,6 +1361,8 @@ static PyMethodDef methods[] = {
     {"escapes", escapes, METH_VARARGS, "escapes(data) -> int: the bytes escaping data for a JSON string adds"},
     {"escape", escape, METH_VARARGS,
      "escape(offsets, data, first, rows, wide, ends, out) -> bytes written: a string array's escaped texts"},
+    {"int_texts", int_texts, METH_VARARGS,
+     "int_texts(values, validity, offset, count, width, offsets, data, signed) -> bytes used: Arrow's texts"},
     {"float_texts", float_texts, METH_VARARGS,
      "float_texts(values, validity, offset, count, width, offsets, data) -> bytes used, or -1: Arrow's texts"},
     {"newlines", newlines, METH_VARARGS, "newlines(data) -> int: how many newline bytes data holds"},
@@ -1256,7 +1394,7 @@ PyMODINIT_FUNC PyInit__jsonkernel(void) {
         {"I8", K_I8}, {"I16", K_I16}, {"I32", K_I32}, {"I64", K_I64}, {"U8", K_U8}, {"U16", K_U16},
         {"U32", K_U32}, {"U64", K_U64}, {"F32", K_F32}, {"F64", K_F64}, {"BOOL", K_BOOL},
         {"STR32", K_STR32}, {"STR64", K_STR64}, {"TS", K_TS}, {"TS_ZONED", TS_ZONED},
-        {"FLOAT_TEXT_MAX", FLOAT_TEXT_MAX},
+        {"FLOAT_TEXT_MAX", FLOAT_TEXT_MAX}, {"INT_TEXT_MAX", INT_TEXT_MAX},
     };
     for (size_t i = 0; i < sizeof constants / sizeof constants[0]; ++i) {
         if (PyModule_AddIntConstant(m, constants[i].name, constants[i].value) < 0) {

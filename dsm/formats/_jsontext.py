@@ -21,6 +21,7 @@ from dsm.formats._flatjson import (
     Escaped,
     escaped_texts,
     float_texts,
+    int_texts,
     join_lines,
     kernel_joins,
     value_bytes,
@@ -153,9 +154,10 @@ def _null_where_invalid(array: pa.Array, text: pa.Array) -> pa.Array:
 
 
 def _floats(array: pa.Array) -> pa.Array:
-    text = float_texts(array)  # the kernel's, the same texts as the cast's
-    if text is None:
-        text = array.cast(_TEXT)
+    text = float_texts(array)  # the kernel's, where it writes every value: finite, -0 as -0.0
+    if text is not None:
+        return text
+    text = array.cast(_TEXT)
     negative_zero = pc.equal(text, _s("-0"))
     if pc.any(negative_zero).as_py():
         # Arrow writes -0.0 as "-0", which many JSON readers take for the integer 0.
@@ -234,7 +236,10 @@ def _maps(array: pa.MapArray) -> pa.Array:
 def _texts(array: pa.Array) -> pa.Array:
     """JSON texts of the valid values (null where ``array`` is null, or any text: the caller masks)."""
     type_ = array.type
-    if pa.types.is_boolean(type_) or pa.types.is_integer(type_):
+    if pa.types.is_integer(type_):
+        text = int_texts(array)  # the kernel's, the same texts as the cast's
+        return array.cast(_TEXT) if text is None else text
+    if pa.types.is_boolean(type_):
         return array.cast(_TEXT)
     if pa.types.is_floating(type_):
         return _floats(array)

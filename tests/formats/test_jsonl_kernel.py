@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import shutil
 import sysconfig
@@ -26,6 +27,7 @@ from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.json as pj
 import pytest
 from conformance import TYPE_CASES, assert_same_rows, column
@@ -584,6 +586,12 @@ def test_newlines_are_counted_as_numpy_and_bytes_count_them(
     assert _lines.count_newlines(bytearray(data)) == _lines.count_newlines(memoryview(raw)[skip:]) == expected
 
 
+def _json_cast(arr: pa.Array) -> pa.Array:
+    """Arrow's cast of floats to text, negative zero as JSON needs it: -0.0, not -0."""
+    cast = arr.cast(pa.large_string())
+    return pc.if_else(pc.equal(cast, "-0"), pa.scalar("-0.0", pa.large_string()), cast)
+
+
 _EDGE_FLOATS = [
     0.0, -0.0, 1.0, -1.0, 0.1, 0.3, 1e-6, 1.5e-6, 9.99999e-7, 1e-7, 1e9, 1e10, 9999999999.5,
     9999999999.999998, 123456789.25, 2.0**49, 2.0**52 - 1, 2.0**52, 2.0**53, 0.30000000000000004, 1 / 3,
@@ -617,7 +625,8 @@ def test_the_kernel_writes_floats_as_arrows_cast_does(
     values: list[float | None], type_: pa.DataType, start: int
 ) -> None:
     """The kernel's float texts are byte for byte Arrow's (the shortest digits that read back), where it
-    writes them; every value of an array it writes reads back as the same value."""
+    writes them, but for negative zero (-0.0, not Arrow's -0); every value of an array it writes reads back
+    as the same value, negative zero included."""
     with np.errstate(over="ignore"):
         arr = pa.array([1.0] * start + values, type=type_, from_pandas=False).slice(start)
     texts = _flatjson.float_texts(arr)
@@ -628,12 +637,13 @@ def test_the_kernel_writes_floats_as_arrows_cast_does(
             for text in arr.cast(pa.large_string()).drop_null().to_pylist()
         )
         return
-    assert texts.equals(arr.cast(pa.large_string()))
+    assert texts.equals(_json_cast(arr))
     for value, text in zip(arr.to_pylist(), texts.to_pylist(), strict=True):
         assert (value is None) == (text is None)
         if value is not None:
             read = float(text)
             assert (np.float32(read) if type_ == pa.float32() else read) == value or value != value
+            assert math.copysign(1, read) == math.copysign(1, value)
 
 
 @built
@@ -647,8 +657,61 @@ def test_rounded_numbers_are_written_by_the_kernel(type_: pa.DataType, scale: in
     values = np.round(np.random.default_rng(scale).normal(0, 100, 5000), scale)
     arr = pa.array(values, type=pa.float64()).cast(type_)
     texts = _flatjson.float_texts(arr)
-    assert texts is not None and texts.equals(arr.cast(pa.large_string()))
+    assert texts is not None and texts.equals(_json_cast(arr))
     assert _flatjson.float_texts(arr.cast(pa.float16())) is None  # not a width the kernel writes
+
+
+_INT_TYPES = [
+    pa.int8(),
+    pa.int16(),
+    pa.int32(),
+    pa.int64(),
+    pa.uint8(),
+    pa.uint16(),
+    pa.uint32(),
+    pa.uint64(),
+]
+
+
+@st.composite
+def _int_arrays(draw: st.DrawFn) -> pa.Array:
+    """An integer array of any width and sign, sliced, with nulls now and then: values from the whole range,
+    its ends, and the numbers of digits around each power of ten (where a digit is added)."""
+    type_ = draw(st.sampled_from(_INT_TYPES))
+    info = np.iinfo(type_.to_pandas_dtype())
+    edges = [int(info.min), int(info.max), 0, 1]
+    edges += [sign * 10**k + d for k in range(20) for d in (-1, 0) for sign in (1, -1)]
+    value = st.one_of(
+        st.integers(int(info.min), int(info.max)),
+        st.sampled_from([v for v in edges if info.min <= v <= info.max]),
+        st.none(),
+    )
+    start = draw(st.integers(0, 9))
+    values = draw(st.lists(value, max_size=60))
+    return pa.array([0] * start + values, type=type_).slice(start)
+
+
+@built
+@settings(max_examples=300, deadline=None)
+@given(arr=_int_arrays())
+def test_the_kernel_writes_integers_as_arrows_cast_does(arr: pa.Array) -> None:
+    """Every integer of every width and sign is written byte for byte as Arrow's cast writes it, a null
+    slot null, in a sliced array too; each text reads back as the value."""
+    texts = _flatjson.int_texts(arr)
+    assert texts is not None
+    assert texts.equals(arr.cast(pa.large_string()))
+    assert [None if t is None else int(t) for t in texts.to_pylist()] == arr.to_pylist()
+
+
+@built
+@pytest.mark.parametrize("type_", [pa.float32(), pa.float64()])
+def test_negative_zero_is_written_as_a_float_with_and_without_the_kernel(type_: pa.DataType) -> None:
+    """Where the kernel writes a column (every value finite and positional), negative zero is -0.0 as on the
+    cast's path, not the -0 that many JSON readers take for the integer 0."""
+    batch = pa.record_batch({"x": pa.array([-0.0, 0.0, 1.5, -2.25], type_)})
+    assert _flatjson.float_texts(batch.column(0)) is not None  # the kernel's path
+    joined, arrow = both(lambda: encode_lines_bytes(batch).to_pybytes())
+    assert joined == arrow == b'{"x":-0.0}\n{"x":0}\n{"x":1.5}\n{"x":-2.25}\n'
 
 
 # ------------------------------------------------------------------------------------------ long texts
