@@ -1001,135 +1001,112 @@ static int float_text(double v, int is32, char *out) {
     return 0;
 }
 
-/* float_texts(values, validity, offset, count, width, offsets, data) -> bytes used in data, or -1: the
- * texts of slots offset..offset+count-1 of a float32 (width 4) or float64 (width 8) array, a null slot
- * (validity, an Arrow bitmap or None) empty, as a large_string array's int64 offsets (count + 1 of them)
- * and bytes (at least FLOAT_TEXT_MAX a slot); -1 as soon as a value is one float_text does not cover. */
-static PyObject *float_texts(PyObject *self, PyObject *args) {
-    Py_buffer values, offsets, data, bits;
-    PyObject *validity;
-    Py_ssize_t offset, count;
-    int width, has_bits = 0;
-    if (!PyArg_ParseTuple(args, "y*Onniw*w*", &values, &validity, &offset, &count, &width, &offsets, &data))
-        return NULL;
-    PyObject *result = NULL;
-    if ((width != 4 && width != 8) || offset < 0 || count < 0 || values.len < (offset + count) * width ||
-        offsets.len < (count + 1) * (Py_ssize_t)sizeof(int64_t) || data.len < count * FLOAT_TEXT_MAX) {
-        PyErr_SetString(PyExc_ValueError, "float_texts: buffers too short for the slots, or a width not 4 or 8");
-        goto done;
-    }
-    if (validity != Py_None) {
-        if (PyObject_GetBuffer(validity, &bits, PyBUF_SIMPLE) < 0) goto done;
-        has_bits = 1;
-        if (bits.len * 8 < offset + count) {
-            PyErr_SetString(PyExc_ValueError, "float_texts: validity bitmap is shorter than its slots");
-            goto done;
-        }
-    }
-    int64_t used = 0;
-    Py_BEGIN_ALLOW_THREADS
-    const unsigned char *src = (const unsigned char *)values.buf, *valid = has_bits ? bits.buf : NULL;
-    int64_t *ends = (int64_t *)offsets.buf;
-    char *out = (char *)data.buf;
-    ends[0] = 0;
-    for (Py_ssize_t i = 0; i < count; ++i) {
-        Py_ssize_t slot = offset + i;
-        if (valid == NULL || (valid[slot >> 3] >> (slot & 7)) & 1) {
-            double v;
-            if (width == 4) {
-                float f;
-                memcpy(&f, src + slot * 4, 4);
-                v = f;
-            } else {
-                memcpy(&v, src + slot * 8, 8);
-            }
-            int n = isfinite(v) ? float_text(v, width == 4, out + used) : 0;
-            if (n == 0) {
-                used = -1;
-                break;
-            }
-            used += n;
-        }
-        ends[i + 1] = used;
-    }
-    Py_END_ALLOW_THREADS
-    result = PyLong_FromLongLong((long long)used);
-done:
-    if (has_bits) PyBuffer_Release(&bits);
-    PyBuffer_Release(&values);
-    PyBuffer_Release(&offsets);
-    PyBuffer_Release(&data);
-    return result;
-}
-
 /* The most bytes one integer's text takes: a sign and 19 digits, or the 20 digits of a uint64. */
 #define INT_TEXT_MAX 20
 
-/* int_texts(values, validity, offset, count, width, offsets, data, signed) -> bytes used in data: the decimal
- * texts of slots offset..offset+count-1 of an integer array of width 1, 2, 4 or 8 bytes (signed or not), as
- * Arrow's cast to string writes them, a null slot empty, as a large_string array's int64 offsets (count + 1
- * of them) and bytes (at least INT_TEXT_MAX a slot). */
-static PyObject *int_texts(PyObject *self, PyObject *args) {
-    Py_buffer values, offsets, data, bits;
-    PyObject *validity;
-    Py_ssize_t offset, count;
-    int width, is_signed, has_bits = 0;
-    if (!PyArg_ParseTuple(args, "y*Onniw*w*p", &values, &validity, &offset, &count, &width, &offsets, &data,
-                          &is_signed))
-        return NULL;
-    PyObject *result = NULL;
-    if ((width != 1 && width != 2 && width != 4 && width != 8) || offset < 0 || count < 0 ||
-        values.len < (offset + count) * width || offsets.len < (count + 1) * (Py_ssize_t)sizeof(int64_t) ||
-        data.len < count * INT_TEXT_MAX) {
-        PyErr_SetString(PyExc_ValueError, "int_texts: buffers too short for the slots, or a width not 1, 2, 4 or 8");
-        goto done;
-    }
-    if (validity != Py_None) {
-        if (PyObject_GetBuffer(validity, &bits, PyBUF_SIMPLE) < 0) goto done;
-        has_bits = 1;
-        if (bits.len * 8 < offset + count) {
-            PyErr_SetString(PyExc_ValueError, "int_texts: validity bitmap is shorter than its slots");
-            goto done;
+/* The decimal text of the integer at `at` (width bytes, signed or not) into out, as Arrow's cast writes it:
+ * its length. */
+static inline int int_text(const unsigned char *at, int width, int is_signed, char *out) {
+    uint64_t magnitude;
+    int negative = 0;
+    if (is_signed) {
+        int64_t v;
+        switch (width) {
+        case 1: v = (int8_t)at[0]; break;
+        case 2: { int16_t x; memcpy(&x, at, 2); v = x; } break;
+        case 4: { int32_t x; memcpy(&x, at, 4); v = x; } break;
+        default: memcpy(&v, at, 8); break;
+        }
+        negative = v < 0;
+        magnitude = negative ? (uint64_t)0 - (uint64_t)v : (uint64_t)v; /* INT64_MIN included */
+    } else {
+        switch (width) {
+        case 1: magnitude = at[0]; break;
+        case 2: { uint16_t x; memcpy(&x, at, 2); magnitude = x; } break;
+        case 4: { uint32_t x; memcpy(&x, at, 4); magnitude = x; } break;
+        default: memcpy(&magnitude, at, 8); break;
         }
     }
-    int64_t used = 0;
-    Py_BEGIN_ALLOW_THREADS
-    const unsigned char *src = (const unsigned char *)values.buf, *valid = has_bits ? bits.buf : NULL;
-    int64_t *ends = (int64_t *)offsets.buf;
-    char *out = (char *)data.buf;
+    char digits[20], *end = digits + sizeof digits;
+    const char *d = digits_before(magnitude, end);
+    if (negative) *out++ = '-';
+    copy_text(out, d, end - d);
+    return negative + (int)(end - d);
+}
+
+/* The text of the float32 (width 4) or float64 at `at` into out (float_text), or 0 where it is not one
+ * float_text writes. */
+static inline int float_slot_text(const unsigned char *at, int width, char *out) {
+    double v;
+    if (width == 4) {
+        float f;
+        memcpy(&f, at, 4);
+        v = f;
+    } else {
+        memcpy(&v, at, 8);
+    }
+    return isfinite(v) ? float_text(v, width == 4, out) : 0;
+}
+
+/* The texts of the slots (number_texts): built once for integers and once for floats, each loop with only
+ * its own kind's code (one loop for both wrote floats with 7% more instructions). */
+static inline __attribute__((always_inline)) int64_t slot_texts(const unsigned char *src, const unsigned char *valid,
+                                                                Py_ssize_t offset, Py_ssize_t count, int width,
+                                                                int is_signed, void *offsets, void *data,
+                                                                const int integers) {
+    int64_t used = 0, *ends = (int64_t *)offsets;
+    char *out = (char *)data;
     ends[0] = 0;
     for (Py_ssize_t i = 0; i < count; ++i) {
         Py_ssize_t slot = offset + i;
         if (valid == NULL || (valid[slot >> 3] >> (slot & 7)) & 1) {
             const unsigned char *at = src + slot * width;
-            uint64_t magnitude;
-            int negative = 0;
-            if (is_signed) {
-                int64_t v;
-                switch (width) {
-                case 1: v = (int8_t)at[0]; break;
-                case 2: { int16_t x; memcpy(&x, at, 2); v = x; } break;
-                case 4: { int32_t x; memcpy(&x, at, 4); v = x; } break;
-                default: memcpy(&v, at, 8); break;
-                }
-                negative = v < 0;
-                magnitude = negative ? (uint64_t)0 - (uint64_t)v : (uint64_t)v; /* INT64_MIN included */
-            } else {
-                switch (width) {
-                case 1: magnitude = at[0]; break;
-                case 2: { uint16_t x; memcpy(&x, at, 2); magnitude = x; } break;
-                case 4: { uint32_t x; memcpy(&x, at, 4); magnitude = x; } break;
-                default: memcpy(&magnitude, at, 8); break;
-                }
-            }
-            char digits[20], *end = digits + sizeof digits;
-            const char *d = digits_before(magnitude, end);
-            if (negative) out[used++] = '-';
-            copy_text(out + used, d, end - d);
-            used += end - d;
+            int n = integers ? int_text(at, width, is_signed, out + used) : float_slot_text(at, width, out + used);
+            if (n == 0) return -1;
+            used += n;
         }
         ends[i + 1] = used;
     }
+    return used;
+}
+
+/* int_texts(values, validity, offset, count, width, offsets, data, signed) and float_texts(values, validity,
+ * offset, count, width, offsets, data) -> bytes used in data, or -1: the texts of slots offset..offset+count-1
+ * of an integer array (width 1, 2, 4 or 8; int_text) or a float32 or float64 one (width 4 or 8; float_text),
+ * a null slot (validity, an Arrow bitmap or None) empty, as a large_string array's int64 offsets (count + 1
+ * of them) and bytes (at least INT_TEXT_MAX or FLOAT_TEXT_MAX a slot); -1 as soon as a float is one
+ * float_text does not cover (every integer is covered). */
+static PyObject *number_texts(PyObject *args, int integers) {
+    Py_buffer values, offsets, data, bits;
+    PyObject *validity;
+    Py_ssize_t offset, count;
+    int width, is_signed = 0, has_bits = 0;
+    if (!PyArg_ParseTuple(args, integers ? "y*Onniw*w*p" : "y*Onniw*w*", &values, &validity, &offset, &count,
+                          &width, &offsets, &data, &is_signed))
+        return NULL;
+    PyObject *result = NULL;
+    int width_ok = integers ? (width == 1 || width == 2 || width == 4 || width == 8) : (width == 4 || width == 8);
+    Py_ssize_t most = integers ? INT_TEXT_MAX : FLOAT_TEXT_MAX;
+    if (!width_ok || offset < 0 || count < 0 || values.len < (offset + count) * width ||
+        offsets.len < (count + 1) * (Py_ssize_t)sizeof(int64_t) || data.len < count * most) {
+        PyErr_SetString(PyExc_ValueError, "number texts: buffers too short for the slots, or a width not the type's");
+        goto done;
+    }
+    if (validity != Py_None) {
+        if (PyObject_GetBuffer(validity, &bits, PyBUF_SIMPLE) < 0) goto done;
+        has_bits = 1;
+        if (bits.len * 8 < offset + count) {
+            PyErr_SetString(PyExc_ValueError, "number texts: validity bitmap is shorter than its slots");
+            goto done;
+        }
+    }
+    int64_t used;
+    const unsigned char *src = (const unsigned char *)values.buf, *valid = has_bits ? bits.buf : NULL;
+    Py_BEGIN_ALLOW_THREADS
+    if (integers)
+        used = slot_texts(src, valid, offset, count, width, is_signed, offsets.buf, data.buf, 1);
+    else
+        used = slot_texts(src, valid, offset, count, width, 0, offsets.buf, data.buf, 0);
     Py_END_ALLOW_THREADS
     result = PyLong_FromLongLong((long long)used);
 done:
@@ -1139,6 +1116,10 @@ done:
     PyBuffer_Release(&data);
     return result;
 }
+
+static PyObject *int_texts(PyObject *self, PyObject *args) { return number_texts(args, 1); }
+
+static PyObject *float_texts(PyObject *self, PyObject *args) { return number_texts(args, 0); }
 
 /* How many bytes escaping the bytes at p for a JSON string adds (0 where none needs it): one for each
  * escaped byte, four more for each written \u00XX. 64 bytes at a time; a block holding one of them is
@@ -1364,7 +1345,7 @@ static PyMethodDef methods[] = {
     {"int_texts", int_texts, METH_VARARGS,
      "int_texts(values, validity, offset, count, width, offsets, data, signed) -> bytes used: Arrow's texts"},
     {"float_texts", float_texts, METH_VARARGS,
-     "float_texts(values, validity, offset, count, width, offsets, data) -> bytes used, or -1: Arrow's texts"},
+     "float_texts(values, validity, offset, count, width, offsets, data) -> bytes used, or -1: JSON texts"},
     {"newlines", newlines, METH_VARARGS, "newlines(data) -> int: how many newline bytes data holds"},
     {"utf8_valid", utf8_valid, METH_VARARGS,
      "utf8_valid(offsets, data, first, rows, wide) -> bool: each text is UTF-8, the offsets ascend within data"},

@@ -661,16 +661,7 @@ def test_rounded_numbers_are_written_by_the_kernel(type_: pa.DataType, scale: in
     assert _flatjson.float_texts(arr.cast(pa.float16())) is None  # not a width the kernel writes
 
 
-_INT_TYPES = [
-    pa.int8(),
-    pa.int16(),
-    pa.int32(),
-    pa.int64(),
-    pa.uint8(),
-    pa.uint16(),
-    pa.uint32(),
-    pa.uint64(),
-]
+_INT_TYPES = [type_ for type_ in SCALARS if pa.types.is_integer(type_)]
 
 
 @st.composite
