@@ -15,6 +15,7 @@ import pkgutil
 import re
 import subprocess
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import pytest
@@ -114,6 +115,17 @@ def test_commands_that_decode_data_never_import_pandas(tiny_registry: str, tmp_p
         loaded = {n.split(".")[0] for n in _running(*argv)}
         assert "pyarrow" in loaded and "numpy" in loaded, argv
         assert "pandas" not in loaded, argv
+
+
+def test_a_deep_verify_and_a_register_load_no_compute_functions(tiny_registry: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``pyarrow.compute`` makes a Python function of each of its hundreds of kernels when imported (30 ms
+    of a second's job): decoding, checking and fingerprinting Parquet call none of them, so neither
+    command imports it."""
+    deep = _running("verify", "tiny", "--deep", "--registry", tiny_registry)
+    data = str(Path(tiny_registry).parent / "data")  # the fixture's shards
+    again = _running("register", data, "--name", "again", "--registry", str(tmp_path / "registry"))
+    for loaded in (deep, again):
+        assert "pyarrow.parquet" in loaded and "pyarrow.compute" not in loaded
 
 
 def _eager_commands() -> dict[str, tuple[str, str]]:

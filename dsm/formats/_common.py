@@ -10,7 +10,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, Any, TypeVar
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from dsm.arrow_types import masked_nulls_filled
 from dsm.errors import FormatError, InputError, SchemaError
@@ -272,6 +271,8 @@ def check_text_timestamps(array: pa.Array) -> None:
     """Refuse timestamps that text formats would write but no reader could parse back (SchemaError)."""
     if array.type.unit != "ns" or len(array) == array.null_count:
         return
+    import pyarrow.compute as pc
+
     low = pc.min(array.view(pa.int64())).as_py()
     if low is not None and low < _FIRST_READABLE_NS:
         raise SchemaError(

@@ -19,7 +19,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, Any, TypeVar
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dsm.formats._common import (
@@ -274,6 +273,8 @@ def _dictionary_columns(first: pa.Table) -> bool | list[str]:
     the dictionary page and indices are then written besides the values. The choice depends on the file's
     first rows only, so the same rows give the same bytes.
     """
+    import pyarrow.compute as pc
+
     sample = first.slice(0, _DICTIONARY_SAMPLE_ROWS)
     plain = set()
     for field, column in zip(sample.schema, sample.columns, strict=True):

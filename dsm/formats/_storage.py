@@ -16,7 +16,6 @@ from functools import cached_property
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from dsm.arrow_types import list_view_as_list, placeholders_nulled, whole
 from dsm.errors import SchemaError
@@ -163,6 +162,8 @@ def _dictionary(array: pa.DictionaryArray, target: pa.DataType) -> pa.Array:
 
 def _list_values(array: pa.Array) -> tuple[pa.Array, pa.Array]:
     """The offsets (from 0) and the values a list array's slots use."""
+    import pyarrow.compute as pc
+
     offsets = array.offsets
     start, stop = offsets[0].as_py(), offsets[-1].as_py()
     return pc.subtract(offsets, offsets[0]), array.values.slice(start, stop - start)

@@ -26,7 +26,6 @@ from functools import lru_cache
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import xxhash
 
 from dsm.arrow_types import list_view_as_list, placeholders_nulled
@@ -92,6 +91,8 @@ def _apply_nulls(arr: pa.Array, hashes: np.ndarray) -> np.ndarray:
 
 def _filled_numpy(arr: pa.Array, fill: object) -> np.ndarray:
     if arr.null_count:
+        import pyarrow.compute as pc
+
         arr = pc.fill_null(arr, pa.scalar(fill, arr.type))
     return arr.to_numpy(zero_copy_only=False)
 
