@@ -9,7 +9,7 @@ HASH := $(shell cat pyproject.toml setup.py dsm/hashing/_rowhash.c dsm/formats/_
 BASE_STAMP := $(VENV)/.installed-base-$(HASH)
 STAMP := $(VENV)/.installed-test-$(HASH)
 
-.PHONY: demo test lint typecheck unit install install-base kernel-deps browser bench clean screenshots
+.PHONY: demo test lint typecheck unit install install-base kernel-deps browser bench clean screenshots schemas
 
 # The compiled fingerprint kernel (dsm/hashing/_rowhash.c) needs a C compiler and xxhash.h. As root on Debian/Ubuntu
 # they are installed here when missing; elsewhere, or if apt-get fails, dsm is built without the kernel and
@@ -118,6 +118,11 @@ screenshots: install browser
 	cp tests/__snapshots__/test_view_snapshots/test_chat_thread.svg docs/view-chat.svg
 	cp tests/__snapshots__/test_view_snapshots/test_image_view.svg docs/view-image.svg
 	cp tests/__snapshots__/test_view_snapshots/test_episode_view.svg docs/view-episode.svg
+
+# The validators of dsm's JSON Schemas (dsm/contract.schema.json, dsm/policy.schema.json), written again as
+# Python by fastjsonschema into dsm/json_schema/ after a schema changes (tests/test_json_schema.py says when).
+schemas: install-base
+	$(BIN)/python -m dsm.json_schema
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -15,12 +15,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cache
-from importlib import resources
 from typing import Any
 
 import yaml
 
+from dsm import json_schema
 from dsm.errors import ContractError
 from dsm.paths import path_problem
 
@@ -111,11 +110,9 @@ def load_yaml(text: str | bytes, *, source: str) -> Any:
     return data
 
 
-@cache
 def contract_json_schema() -> dict[str, Any]:
     """The JSON Schema every contract is validated against."""
-    text = resources.files("dsm").joinpath("contract.schema.json").read_text(encoding="utf-8")
-    return json.loads(text)  # type: ignore[no-any-return]
+    return json_schema.schema("contract")
 
 
 def _drop_none(mapping: Mapping[str, Any]) -> dict[str, Any]:
@@ -456,18 +453,11 @@ def _check_version(data: Mapping[str, Any], source: str) -> None:
         )
 
 
-@cache
-def _compiled_validator() -> Any:
-    import fastjsonschema
-
-    return fastjsonschema.compile(contract_json_schema())
-
-
 def _validate(data: Mapping[str, Any], source: str, text: str | None) -> None:
     import fastjsonschema
 
     try:
-        _compiled_validator()(data)
+        json_schema.validator("contract")(data)
     except fastjsonschema.JsonSchemaValueException as error:
         path = [int(p) if isinstance(p, str) and p.isdigit() else p for p in (error.path or [])[1:]]
         where = _path_text(path)

@@ -28,15 +28,13 @@ comes from ``dsm storage check``; the commands layer joins the two (``dsm.comman
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import cache
-from importlib import resources
 from typing import Any
 
 import yaml
 
+from dsm import json_schema
 from dsm.contract import check_contract_size, load_yaml
 from dsm.errors import ContractError, InputError
 from dsm.storage import Location, canonical_url, is_within, protocol_of, public_url, redact
@@ -61,18 +59,9 @@ ENCRYPTION_CHECK = "encryption"
 PUBLIC_ACCESS_CHECK = "public-access"
 
 
-@cache
 def policy_json_schema() -> dict[str, Any]:
     """The JSON Schema ``policy.yaml`` is validated against."""
-    text = resources.files("dsm").joinpath("policy.schema.json").read_text(encoding="utf-8")
-    return json.loads(text)  # type: ignore[no-any-return]
-
-
-@cache
-def _validator() -> Any:
-    import fastjsonschema
-
-    return fastjsonschema.compile(policy_json_schema())
+    return json_schema.schema("policy")
 
 
 def classified_fields(schema: Any) -> dict[str, tuple[str, ...]]:
@@ -239,7 +228,7 @@ class Policy:
                 f"got {data.get('policy')!r}"
             )
         try:
-            _validator()(dict(data))
+            json_schema.validator("policy")(dict(data))
         except fastjsonschema.JsonSchemaValueException as error:
             where = ".".join(str(p) for p in (error.path or [])[1:]) or "(top level)"
             message = error.message.removeprefix(str(error.name)).strip() if error.name else error.message
