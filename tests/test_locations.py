@@ -340,3 +340,50 @@ def test_two_rewrites_at_once_one_writes_the_other_is_refused(tmp_path: Path, sm
     assert (
         Registry(registry).versions("web") == [1, 2] and dsm.verify("web@2", deep=True, registry=registry).ok
     )
+
+
+def test_a_rewrite_the_same_plan_published_while_it_took_the_claim_is_reported_published(
+    tmp_path: Path, small: pa.Table, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Of two identical rewrites, the second looks for a published version of the plan, finds none, and
+    takes the claim; if the first publishes and lets go of the claim in between, the second finds the
+    version under the claim: published already, nothing rewritten (not "not empty: it holds files dsm did
+    not write", exit 2, as the two processes of the test above once answered)."""
+    registry, _ = make_dataset(tmp_path, small, shards=4)
+    dest = str(tmp_path / "out")
+    take, raced = DestinationClaim.take, []
+
+    def first_rewrite_in_between(self: DestinationClaim) -> DestinationClaim:
+        if not raced:
+            raced.append(True)
+            dsm.reshard("web@1", dest, num_shards=4, registry=registry)  # the other run, start to end
+        return take(self)
+
+    monkeypatch.setattr(DestinationClaim, "take", first_rewrite_in_between)
+    second = dsm.reshard("web@1", dest, num_shards=4, registry=registry)
+    assert raced and second.already_published and second.units_written == 0
+    assert second.dataset == "web@2" and Registry(registry).versions("web") == [1, 2]
+    assert not location(dest).exists(CLAIM_FILE) and dsm.verify("web@2", deep=True, registry=registry).ok
+
+
+def test_a_rewrite_refuses_a_destination_another_published_to_while_it_took_the_claim(
+    tmp_path: Path, small: pa.Table, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The destination is judged again under the claim: a version of another plan published there in
+    between is never written among, even with --overwrite (which would replace its files of the same
+    names), and its files stay as they were."""
+    registry, _ = make_dataset(tmp_path, small, shards=4)
+    dest = str(tmp_path / "out")
+    take, raced = DestinationClaim.take, []
+
+    def other_rewrite_in_between(self: DestinationClaim) -> DestinationClaim:
+        if not raced:
+            raced.append(True)
+            dsm.reshard("web@1", dest, num_shards=4, name="other", registry=registry)  # start to end
+        return take(self)
+
+    monkeypatch.setattr(DestinationClaim, "take", other_rewrite_in_between)
+    with pytest.raises(InputError, match=r"overlaps the location of other@1"):
+        dsm.reshard("web@1", dest, num_shards=4, seed=3, shuffle=True, overwrite=True, registry=registry)
+    assert Registry(registry).versions("web") == [1]
+    assert dsm.verify("other@1", deep=True, registry=registry).ok

@@ -26,6 +26,7 @@ from dsm.engine import EngineReport, Executor, Progress, open_executor
 from dsm.errors import CheckFailed, ConflictError, InputError
 from dsm.hashing import fingerprint_kernel
 from dsm.registry import Catalog, Registry, open_registry, parse_reference
+from dsm.rewrite.journal import DestinationClaim
 from dsm.rewrite.run import PreparedRewrite, execute_rewrite, finish_rewrite, prepare_rewrite
 from dsm.rewrite.spec import RewriteSpec
 from dsm.storage import canonical_location, redact
@@ -178,18 +179,19 @@ def rewrite(
     catalog = reg.catalog(storage_options)
     done = _published_already(catalog, target_name, job)
     if done is not None:
-        _check_still_there(catalog, done)
-        notes = list(job.notes)
-        try:
-            with job.claim().take() as claim:
-                finish_rewrite(job, claim)  # what a run killed after publishing left
-        except ConflictError as exc:  # the version stands; only the clean-up waits
-            notes.append(f"the rewrite's journal at the destination was left as it is: {exc}")
-        return _result(done, source, spec.operation, parameters, 0, len(job.plan.units), True, notes)
+        return _already(job, catalog, done, source, None)
     catalog.refuse_destination(dest, doing=f"{spec.operation} of {source.ref}")
     executor = open_executor(engine, ray_address=ray_address, workers=workers)  # before the claim is taken
     parameters["engine"] = executor.name
     with job.claim().take() as claim:
+        # The catalog again, under the claim: a rewrite that held the claim until now may have published a
+        # version here since it was read. Of this same plan, its files are this rewrite's output; of any
+        # other, this rewrite must not write among them (with --overwrite it would replace some).
+        catalog = reg.catalog(storage_options)
+        done = _published_already(catalog, target_name, job)
+        if done is not None:
+            return _already(job, catalog, done, source, claim)
+        catalog.refuse_destination(dest, doing=f"{spec.operation} of {source.ref}")
         outcome = execute_rewrite(job, claim, workers=workers, progress=progress, executor=executor)
         extra = dict(lineage or {})
         contract = Contract(
@@ -226,6 +228,26 @@ def rewrite(
         notes,
         executor.report(),
     )
+
+
+def _already(
+    job: PreparedRewrite, catalog: Catalog, done: Contract, source: Contract, claim: DestinationClaim | None
+) -> RewriteResult:
+    """The result of a rewrite whose plan ``done`` published already: its files checked to be there, and
+    what a run killed after publishing left at the destination cleared, under ``claim`` (or one taken
+    here)."""
+    _check_still_there(catalog, done)
+    notes = list(job.notes)
+    if claim is not None:
+        finish_rewrite(job, claim)
+    else:
+        try:
+            with job.claim().take() as taken:
+                finish_rewrite(job, taken)
+        except ConflictError as exc:  # the version stands; only the clean-up waits
+            notes.append(f"the rewrite's journal at the destination was left as it is: {exc}")
+    operation, units = job.spec.operation, len(job.plan.units)
+    return _result(done, source, operation, dict(job.parameters), 0, units, True, notes)
 
 
 def _result(
