@@ -10,6 +10,8 @@ import json
 import os
 import tarfile
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -342,6 +344,21 @@ def test_two_rewrites_at_once_one_writes_the_other_is_refused(tmp_path: Path, sm
     )
 
 
+def _before_the_claim(monkeypatch: pytest.MonkeyPatch, other: Callable[[], Any]) -> list[bool]:
+    """Run ``other`` (another rewrite, start to end) the first time a rewrite is about to take its claim,
+    after it has judged the destination; the list returned says whether it ran."""
+    take, raced = DestinationClaim.take, []
+
+    def in_between(self: DestinationClaim) -> DestinationClaim:
+        if not raced:
+            raced.append(True)
+            other()
+        return take(self)
+
+    monkeypatch.setattr(DestinationClaim, "take", in_between)
+    return raced
+
+
 def test_a_rewrite_the_same_plan_published_while_it_took_the_claim_is_reported_published(
     tmp_path: Path, small: pa.Table, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -351,16 +368,9 @@ def test_a_rewrite_the_same_plan_published_while_it_took_the_claim_is_reported_p
     not write", exit 2, as the two processes of the test above once answered)."""
     registry, _ = make_dataset(tmp_path, small, shards=4)
     dest = str(tmp_path / "out")
-    take, raced = DestinationClaim.take, []
-
-    def first_rewrite_in_between(self: DestinationClaim) -> DestinationClaim:
-        if not raced:
-            raced.append(True)
-            dsm.reshard("web@1", dest, num_shards=4, registry=registry)  # the other run, start to end
-        return take(self)
-
-    monkeypatch.setattr(DestinationClaim, "take", first_rewrite_in_between)
-    second = dsm.reshard("web@1", dest, num_shards=4, registry=registry)
+    same = partial(dsm.reshard, "web@1", dest, num_shards=4, registry=registry)
+    raced = _before_the_claim(monkeypatch, same)
+    second = same()
     assert raced and second.already_published and second.units_written == 0
     assert second.dataset == "web@2" and Registry(registry).versions("web") == [1, 2]
     assert not location(dest).exists(CLAIM_FILE) and dsm.verify("web@2", deep=True, registry=registry).ok
@@ -374,16 +384,9 @@ def test_a_rewrite_refuses_a_destination_another_published_to_while_it_took_the_
     names), and its files stay as they were."""
     registry, _ = make_dataset(tmp_path, small, shards=4)
     dest = str(tmp_path / "out")
-    take, raced = DestinationClaim.take, []
-
-    def other_rewrite_in_between(self: DestinationClaim) -> DestinationClaim:
-        if not raced:
-            raced.append(True)
-            dsm.reshard("web@1", dest, num_shards=4, name="other", registry=registry)  # start to end
-        return take(self)
-
-    monkeypatch.setattr(DestinationClaim, "take", other_rewrite_in_between)
+    other = partial(dsm.reshard, "web@1", dest, num_shards=4, name="other", registry=registry)
+    raced = _before_the_claim(monkeypatch, other)
     with pytest.raises(InputError, match=r"overlaps the location of other@1"):
         dsm.reshard("web@1", dest, num_shards=4, seed=3, shuffle=True, overwrite=True, registry=registry)
-    assert Registry(registry).versions("web") == [1]
+    assert raced and Registry(registry).versions("web") == [1]
     assert dsm.verify("other@1", deep=True, registry=registry).ok
