@@ -388,5 +388,5 @@ def test_a_rewrite_refuses_a_destination_another_published_to_while_it_took_the_
     raced = _before_the_claim(monkeypatch, other)
     with pytest.raises(InputError, match=r"overlaps the location of other@1"):
         dsm.reshard("web@1", dest, num_shards=4, seed=3, shuffle=True, overwrite=True, registry=registry)
-    assert raced and Registry(registry).versions("web") == [1]
+    assert raced and Registry(registry).versions("web") == [1] and not location(dest).exists(CLAIM_FILE)
     assert dsm.verify("other@1", deep=True, registry=registry).ok

@@ -176,22 +176,19 @@ def rewrite(
         storage_options=storage_options,
     )
     parameters = dict(job.parameters)
-    catalog = reg.catalog(storage_options)
-    done = _published_already(catalog, target_name, job)
+    doing = f"{spec.operation} of {source.ref}"
+    catalog, done = _judge_destination(reg, storage_options, target_name, job, dest, doing)
     if done is not None:
         return _already(job, catalog, done, source, None)
-    catalog.refuse_destination(dest, doing=f"{spec.operation} of {source.ref}")
     executor = open_executor(engine, ray_address=ray_address, workers=workers)  # before the claim is taken
     parameters["engine"] = executor.name
     with job.claim().take() as claim:
-        # The catalog again, under the claim: a rewrite that held the claim until now may have published a
-        # version here since it was read. Of this same plan, its files are this rewrite's output; of any
-        # other, this rewrite must not write among them (with --overwrite it would replace some).
-        catalog = reg.catalog(storage_options)
-        done = _published_already(catalog, target_name, job)
+        # Judged again under the claim: a rewrite that held the claim until now may have published a
+        # version here since. Of this same plan, its files are this rewrite's output; of any other, this
+        # rewrite must not write among them (with --overwrite it would replace some).
+        catalog, done = _judge_destination(reg, storage_options, target_name, job, dest, doing)
         if done is not None:
             return _already(job, catalog, done, source, claim)
-        catalog.refuse_destination(dest, doing=f"{spec.operation} of {source.ref}")
         outcome = execute_rewrite(job, claim, workers=workers, progress=progress, executor=executor)
         extra = dict(lineage or {})
         contract = Contract(
@@ -228,6 +225,23 @@ def rewrite(
         notes,
         executor.report(),
     )
+
+
+def _judge_destination(
+    reg: Registry,
+    storage_options: Mapping[str, Any] | None,
+    name: str,
+    job: PreparedRewrite,
+    dest: str,
+    doing: str,
+) -> tuple[Catalog, Contract | None]:
+    """The registry's catalog and the version this same plan already published at ``dest``, if any; else
+    InputError when ``dest`` overlaps any registered version's place (``doing`` says what was refused)."""
+    catalog = reg.catalog(storage_options)
+    done = _published_already(catalog, name, job)
+    if done is None:
+        catalog.refuse_destination(dest, doing=doing)
+    return catalog, done
 
 
 def _already(
